@@ -1,0 +1,101 @@
+"""`check` end to end: build the environment (probe or what-if), match every rule, decide the exit.
+
+Input problems (a broken rule file, broken metadata) never stop the run: they are collected,
+reported after the findings, and make the exit code 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attn_doctor.config import Config
+from attn_doctor.engine.loader import RuleSet
+from attn_doctor.engine.matcher import Finding, Verdict, match
+from attn_doctor.engine.schema import SEVERITIES
+from attn_doctor.errors import InputError
+from attn_doctor.facts import gpus, whatif
+from attn_doctor.facts.model import Environment, Package
+from attn_doctor.facts.probe import probe_environment
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT_ERROR = 0, 1, 2
+
+
+@dataclass
+class WhatIf:
+    """The options that replace or override probed facts."""
+
+    env_file: Path | None = None
+    requirements: list[Path] = field(default_factory=list)
+    pins: list[str] = field(default_factory=list)
+    gpus: list[str] = field(default_factory=list)
+    features: list[str] | None = None
+
+
+@dataclass
+class CheckResult:
+    environment: Environment
+    findings: list[Finding]
+    fail_on: str
+    problems: list[str] = field(default_factory=list)
+    fail_on_unknown: bool = False
+
+    def failing(self) -> list[Finding]:
+        """Findings that fail the run: affected (or unknown, when asked), severe enough, not ignored."""
+        if self.fail_on == "never":
+            return []
+        threshold = SEVERITIES.index(self.fail_on)
+        verdicts = {Verdict.AFFECTED} | ({Verdict.UNKNOWN} if self.fail_on_unknown else set())
+        return [f for f in self.findings if f.verdict in verdicts and f.ignored is None
+                and SEVERITIES.index(f.rule.severity) <= threshold]
+
+    @property
+    def exit_code(self) -> int:
+        if self.problems:
+            return EXIT_INPUT_ERROR
+        return EXIT_FINDINGS if self.failing() else EXIT_CLEAN
+
+
+def build_environment(what_if: WhatIf, config: Config) -> tuple[Environment, list[str]]:
+    """Probe, or read ``--env-file``; then apply requirements, pins, target GPUs and features.
+
+    Raises InputError for a bad what-if input: those are the user's own arguments.
+    """
+    if what_if.env_file is not None:
+        env, problems = whatif.load_environment_file(what_if.env_file), []
+    else:
+        env, problems = probe_environment()
+    for requirements in what_if.requirements:
+        env = env.with_packages(whatif.parse_requirements(requirements), f"--requirements {requirements}")
+    if what_if.pins:
+        pinned: dict[str, Package] = {}
+        for pin in what_if.pins:
+            package = whatif.parse_pin(pin)
+            pinned[package.name] = package
+        env = env.with_packages(pinned, "--pin " + " ".join(what_if.pins))
+    targets = what_if.gpus or config.gpus
+    if targets:
+        env.gpus = [gpus.target_gpu(spec) for spec in targets]
+        env.gpu_source = "target"
+    features = what_if.features if what_if.features is not None else config.features
+    if features is not None:
+        env.features = features
+    return env, problems
+
+
+def run_check(env: Environment, ruleset: RuleSet, config: Config, fail_on: str | None,
+              fail_on_unknown: bool = False, probe_problems: list[str] | None = None) -> CheckResult:
+    problems = [*ruleset.problems, *(probe_problems or [])]
+    known_ids = {rule.id for rule in ruleset.rules}
+    for rule_id in config.ignore:
+        if rule_id not in known_ids:
+            problems.append(f"{config.path} [tool.attn-doctor.ignore]: no rule {rule_id!r}")
+    findings = [match(rule, env, ignored=config.ignore.get(rule.id)) for rule in ruleset.rules]
+    order = {Verdict.AFFECTED: 0, Verdict.UNKNOWN: 1, Verdict.NOT_AFFECTED: 2}
+    findings.sort(key=lambda f: (order[f.verdict], SEVERITIES.index(f.rule.severity), f.rule.id))
+    return CheckResult(environment=env, findings=findings,
+                       fail_on=fail_on or config.fail_on or "error",
+                       problems=problems, fail_on_unknown=fail_on_unknown)
+
+
+__all__ = ["CheckResult", "WhatIf", "build_environment", "run_check", "InputError"]

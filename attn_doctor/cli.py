@@ -1,0 +1,204 @@
+"""Command-line wiring: parse options, call the library, print, exit. No logic lives here.
+
+Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error, 3 internal error.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Optional, TypeVar
+
+import typer
+
+from attn_doctor import __version__
+from attn_doctor.errors import InputError
+
+EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR = 2, 3
+FORMATS = ("rich", "json", "markdown", "sarif", "junit", "github")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="A doctor for the PyTorch attention stack.")
+rules_app = typer.Typer(no_args_is_help=True, help="List, show and validate the rules database.")
+app.add_typer(rules_app, name="rules")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _one_line_errors(command: F) -> F:
+    """Input errors become one line on stderr and exit 2; anything else one line and exit 3."""
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except InputError as exc:
+            _error(str(exc))
+            raise typer.Exit(EXIT_INPUT_ERROR) from None
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
+            _error(f"internal error: {type(exc).__name__}: {exc} (please report it)")
+            raise typer.Exit(EXIT_INTERNAL_ERROR) from None
+    return wrapper  # type: ignore[return-value]
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(f"attn-doctor: error: {' '.join(message.split())}\n")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"attn-doctor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[Optional[bool], typer.Option(  # noqa: UP007,UP045
+        "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None) -> None:
+    """A doctor for the PyTorch attention stack."""
+
+
+GpuOption = Annotated[list[str], typer.Option(
+    "--gpu", help="Target GPU instead of this machine's (repeatable): sm_90, 9.0, H100, A100, L4, ...")]
+PinOption = Annotated[list[str], typer.Option("--pin", help="NAME==VERSION to assume (repeatable).")]
+RequirementsOption = Annotated[list[Path], typer.Option(
+    "--requirements", "-r", help="requirements.txt, pip freeze output or constraints (repeatable).")]
+EnvFileOption = Annotated[Optional[Path], typer.Option(  # noqa: UP007,UP045
+    "--env-file", help="Facts from `attn-doctor probe --json` on another machine.")]
+FeatureOption = Annotated[Optional[list[str]], typer.Option(  # noqa: UP007,UP045
+    "--feature", help="A feature in use (repeatable): flash_attention_2, flex_attention, ...")]
+ConfigOption = Annotated[Optional[Path], typer.Option(  # noqa: UP007,UP045
+    "--config", help="pyproject.toml with [tool.attn-doctor] (default: the nearest one).")]
+
+
+@app.command()
+@_one_line_errors
+def check(
+    gpu: GpuOption = [],  # noqa: B006 - typer reads the default, never mutates it
+    pin: PinOption = [],  # noqa: B006
+    requirements: RequirementsOption = [],  # noqa: B006
+    env_file: EnvFileOption = None,
+    feature: FeatureOption = None,
+    config: ConfigOption = None,
+    rules: Annotated[list[Path], typer.Option(
+        "--rules", help="Extra rule files or folders, checked with the database (repeatable).")] = [],  # noqa: B006
+    output_format: Annotated[str, typer.Option("--format", "-f", help=f"One of {', '.join(FORMATS)}.")] = "rich",
+    fail_on: Annotated[Optional[str], typer.Option(  # noqa: UP007,UP045
+        "--fail-on", help="Lowest severity that fails: error (default), warning, info, never.")] = None,
+    fail_on_unknown: Annotated[bool, typer.Option(
+        "--fail-on-unknown", help="Unknown verdicts fail too (strict CI).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show facts and why each rule matched.")] = False,
+) -> None:
+    """Check this machine (or a target) against the rules database of known-bad combinations."""
+    from attn_doctor import check as checking
+    from attn_doctor.config import FAIL_ON_LEVELS, find_pyproject, load_config
+    from attn_doctor.engine.loader import database_path, load_rules
+
+    if output_format not in FORMATS:
+        raise InputError("--format", f"{output_format!r} is not one of {', '.join(FORMATS)}")
+    if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
+        raise InputError("--fail-on", f"{fail_on!r} is not one of {', '.join(FAIL_ON_LEVELS)}")
+    project = load_config(config if config is not None else find_pyproject(Path.cwd()))
+    what_if = checking.WhatIf(env_file=env_file, requirements=requirements, pins=pin, gpus=gpu,
+                              features=feature)
+    env, probe_problems = checking.build_environment(what_if, project)
+    ruleset = load_rules([database_path(), *rules])
+    result = checking.run_check(env, ruleset, project, fail_on, fail_on_unknown, probe_problems)
+    _print_report(result, output_format, verbose)
+    for problem in result.problems:
+        _error(problem)
+    raise typer.Exit(result.exit_code)
+
+
+def _print_report(result: Any, output_format: str, verbose: bool) -> None:
+    if output_format != "rich":
+        from attn_doctor.report.machine import FORMATTERS
+
+        sys.stdout.write(FORMATTERS[output_format](result))
+        return
+    from attn_doctor.report.text import plain, render_lines
+
+    lines = render_lines(result, verbose)
+    if _colour():
+        from rich.console import Console
+        from rich.text import Text
+
+        console = Console(highlight=False, soft_wrap=True)
+        for text, style in lines:
+            console.print(Text(text, style=style))
+    else:
+        sys.stdout.write(plain(lines))
+
+
+def _colour() -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+@app.command()
+@_one_line_errors
+def probe(
+    json_output: Annotated[bool, typer.Option("--json", help="Facts as JSON, the input of --env-file.")] = False,
+) -> None:
+    """Print this machine's facts (no diagnosis)."""
+    from attn_doctor.facts.probe import probe_environment
+
+    env, problems = probe_environment()
+    if json_output:
+        sys.stdout.write(env.to_json() + "\n")
+    else:
+        from attn_doctor.report.text import fact_lines, plain
+
+        sys.stdout.write(plain(fact_lines(env)))
+    for problem in problems:
+        _error(problem)
+    raise typer.Exit(EXIT_INPUT_ERROR if problems else 0)
+
+
+@rules_app.command("list")
+@_one_line_errors
+def rules_list() -> None:
+    """One line per rule: id, severity, component, title."""
+    from attn_doctor.engine.loader import load_rules
+
+    ruleset = load_rules()
+    for rule in sorted(ruleset.rules, key=lambda r: (r.component, r.id)):
+        typer.echo(f"{rule.id:<48} {rule.severity:<8} {rule.component:<23} {rule.title}")
+    for problem in ruleset.problems:
+        _error(problem)
+    raise typer.Exit(EXIT_INPUT_ERROR if ruleset.problems else 0)
+
+
+@rules_app.command("show")
+@_one_line_errors
+def rules_show(rule_id: Annotated[str, typer.Argument(help="A rule id from `rules list`.")]) -> None:
+    """A rule in full: conditions, symptoms, fix and references."""
+    from attn_doctor.engine.loader import load_rules
+    from attn_doctor.report.rule_text import describe
+
+    rule = load_rules().get(rule_id)
+    if rule is None:
+        raise InputError(rule_id, "no such rule (see `attn-doctor rules list`)")
+    typer.echo(describe(rule))
+
+
+@rules_app.command("validate")
+@_one_line_errors
+def rules_validate(paths: Annotated[Optional[list[Path]], typer.Argument(  # noqa: UP007,UP045
+        help="Rule files or folders (default: the database).")] = None) -> None:
+    """Check rule files against the schema; every problem names the file and the field."""
+    from attn_doctor.engine.loader import load_rules
+
+    ruleset = load_rules(paths or None)
+    for problem in ruleset.problems:
+        _error(problem)
+    if ruleset.problems:
+        typer.echo(f"{len(ruleset.problems)} problems; {len(ruleset.rules)} valid rules")
+        raise typer.Exit(EXIT_INPUT_ERROR)
+    typer.echo(f"ok: {len(ruleset.rules)} rules valid")
+
+
+def main() -> None:
+    app(prog_name="attn-doctor")

@@ -1,0 +1,80 @@
+"""Project configuration: ``[tool.attn-doctor]`` in pyproject.toml."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attn_doctor.engine.schema import FEATURES, SEVERITIES
+from attn_doctor.errors import InputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+FAIL_ON_LEVELS = (*SEVERITIES, "never")
+_KEYS = {"gpus", "fail-on", "features", "ignore"}
+
+
+@dataclass
+class Config:
+    gpus: list[str] = field(default_factory=list)
+    fail_on: str | None = None
+    features: list[str] | None = None
+    ignore: dict[str, str] = field(default_factory=dict)  # rule id -> reason
+    path: Path | None = None
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above ``start``."""
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(path: Path | None) -> Config:
+    if path is None:
+        return Config()
+    source = f"{path} [tool.attn-doctor]"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(str(path), exc.strerror or "cannot read") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(str(path), f"not valid TOML: {exc}") from None
+    section = data.get("tool", {}).get("attn-doctor", {})
+    if not isinstance(section, dict):
+        raise InputError(source, "must be a table")
+    unknown = sorted(set(section) - _KEYS)
+    if unknown:
+        raise InputError(source, f"unknown key {unknown[0]!r} (known: {', '.join(sorted(_KEYS))})")
+    config = Config(path=path)
+    config.gpus = _strings(section.get("gpus", []), f"{source} gpus")
+    fail_on = section.get("fail-on")
+    if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
+        raise InputError(f"{source} fail-on", f"must be one of {', '.join(FAIL_ON_LEVELS)}")
+    config.fail_on = fail_on
+    if "features" in section:
+        config.features = _strings(section["features"], f"{source} features")
+        for feature in config.features:
+            if feature not in FEATURES:
+                raise InputError(f"{source} features", f"unknown feature {feature!r}")
+    ignore = section.get("ignore", {})
+    if not isinstance(ignore, dict):
+        raise InputError(f"{source} ignore", "must be a table of RULE-ID = \"reason\"")
+    for rule_id, reason in ignore.items():
+        if not isinstance(reason, str) or not reason.strip():
+            raise InputError(f"{source} ignore.{rule_id}", "needs a reason (a non-empty string)")
+    config.ignore = dict(ignore)
+    return config
+
+
+def _strings(value: Any, source: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InputError(source, "must be a list of strings")
+    return list(value)

@@ -1,0 +1,83 @@
+"""Find and load rule files. One bad file never hides the others: problems are collected."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from attn_doctor.engine.schema import Rule, parse_rule
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MAX_RULE_BYTES = 256 * 1024
+
+
+@dataclass
+class RuleSet:
+    rules: list[Rule] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # "path: field 'x': message"
+
+    def extend(self, other: RuleSet) -> None:
+        known = {rule.id: rule for rule in self.rules}
+        for rule in other.rules:
+            if rule.id in known:
+                self.problems.append(f"{rule.path}: field 'id': {rule.id!r} is already defined "
+                                     f"in {known[rule.id].path}")
+                continue
+            known[rule.id] = rule
+            self.rules.append(rule)
+        self.problems.extend(other.problems)
+
+    def get(self, rule_id: str) -> Rule | None:
+        return next((rule for rule in self.rules if rule.id == rule_id), None)
+
+
+def database_path() -> Path:
+    """The rules shipped in the wheel, or the repository's ``rules/`` in a source checkout."""
+    packaged = Path(str(resources.files("attn_doctor"))) / "rules_db"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "rules"
+
+
+def load_rules(paths: list[Path] | None = None) -> RuleSet:
+    """Rules from the database, or from ``paths`` (files or folders of ``*.toml``)."""
+    ruleset = RuleSet()
+    for path in paths if paths is not None else [database_path()]:
+        ruleset.extend(_load_path(path))
+    return ruleset
+
+
+def _load_path(path: Path) -> RuleSet:
+    if path.is_dir():
+        ruleset = RuleSet()
+        for file in sorted(path.glob("*.toml")):
+            ruleset.extend(_load_file(file))
+        return ruleset
+    if path.is_file():
+        return _load_file(path)
+    return RuleSet(problems=[f"{path}: no such rule file or folder"])
+
+
+def _load_file(path: Path) -> RuleSet:
+    try:
+        raw = path.read_bytes()[: MAX_RULE_BYTES + 1]
+    except OSError as exc:
+        return RuleSet(problems=[f"{path}: {exc.strerror or 'cannot read'}"])
+    if len(raw) > MAX_RULE_BYTES:
+        return RuleSet(problems=[f"{path}: larger than {MAX_RULE_BYTES // 1024} KiB"])
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return RuleSet(problems=[f"{path}: not UTF-8 text"])
+    except tomllib.TOMLDecodeError as exc:
+        return RuleSet(problems=[f"{path}: not valid TOML: {exc}"])
+    parsed = parse_rule(data, expected_id=path.stem, path=str(path))
+    if isinstance(parsed, Rule):
+        return RuleSet(rules=[parsed])
+    return RuleSet(problems=[f"{path}: {line}" for line in parsed])

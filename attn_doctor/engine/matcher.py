@@ -1,0 +1,159 @@
+"""Match rules against an environment: a tri-state verdict with one reason per condition.
+
+Each condition is True (holds), False (does not hold) or None (a needed fact is missing).
+Any False makes the rule "not affected"; otherwise any None makes it "unknown".
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from attn_doctor.engine.schema import Rule
+from attn_doctor.facts.model import Environment
+
+
+class Verdict(str, enum.Enum):
+    AFFECTED = "affected"
+    UNKNOWN = "unknown"
+    NOT_AFFECTED = "not-affected"
+
+
+@dataclass(frozen=True)
+class Reason:
+    condition: str  # "transformers", "compute_capability", "features", ...
+    holds: bool | None
+    text: str
+    origin: str | None = None  # where the fact came from, e.g. "requirements.txt:3"
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: Rule
+    verdict: Verdict
+    reasons: tuple[Reason, ...]
+    ignored: str | None = None  # the reason given in [tool.attn-doctor.ignore]
+
+
+def match(rule: Rule, env: Environment, ignored: str | None = None) -> Finding:
+    reasons = tuple(_conditions(rule, env))
+    outcomes = [reason.holds for reason in reasons]
+    if False in outcomes:
+        verdict = Verdict.NOT_AFFECTED
+    elif None in outcomes:
+        verdict = Verdict.UNKNOWN
+    else:
+        verdict = Verdict.AFFECTED
+    return Finding(rule=rule, verdict=verdict, reasons=reasons, ignored=ignored)
+
+
+def _conditions(rule: Rule, env: Environment) -> list[Reason]:
+    affects = rule.affects
+    reasons = [_package(name, spec, env) for name, spec in affects.packages.items()]
+    for key, spec in affects.versions.items():
+        reasons.append(_VERSION_CHECKS[key](spec, env))
+    if affects.platform:
+        reasons.append(_platform(affects.platform, env))
+    if affects.features:
+        reasons.append(_features(affects.features, env))
+    return reasons
+
+
+def _contains(version: str, spec: SpecifierSet) -> bool | None:
+    """Pre-releases and nightlies match like any version (PEP 440 ordering); None if unparsable."""
+    try:
+        return spec.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return None
+
+
+def _in_spec(condition: str, label: str, version: str, spec: SpecifierSet) -> Reason:
+    holds = _contains(version, spec)
+    if holds is None:
+        return Reason(condition, None, f"{label} {version!r} is not a valid version")
+    relation = "is in" if holds else "is not in"
+    return Reason(condition, holds, f"{label} {version} {relation} {str(spec) or 'any version'}")
+
+
+def _package(name: str, spec: SpecifierSet, env: Environment) -> Reason:
+    package = env.packages.get(name)
+    if package is None:
+        return Reason(name, False, f"{name} is not installed")
+    if package.version is None:
+        return Reason(name, None, f"{name} version unknown (declared without a pin at {package.origin})",
+                      package.origin)
+    return replace(_in_spec(name, name, package.version, spec), origin=package.origin)
+
+
+def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:
+    if not env.gpus:
+        missing = "no GPU found and no --gpu target" if env.gpu_source == "none" else "GPUs not known"
+        return Reason("compute_capability", None, missing)
+    known = [(gpu, gpu.compute_capability) for gpu in env.gpus if gpu.compute_capability]
+    hits = [(gpu, capability) for gpu, capability in known if _contains(capability, spec)]
+    if hits:
+        gpu, capability = hits[0]
+        return Reason("compute_capability", True,
+                      f"{gpu.name} (sm_{capability.replace('.', '')}) is in compute capability {spec}")
+    if len(known) < len(env.gpus):
+        return Reason("compute_capability", None, "compute capability of a GPU is unknown")
+    names = ", ".join(sorted({f"{gpu.name} ({capability})" for gpu, capability in known}))
+    return Reason("compute_capability", False, f"no GPU in compute capability {spec}: {names}")
+
+
+def _cuda(spec: SpecifierSet, env: Environment) -> Reason:
+    if "torch" not in env.packages or env.torch_build is None:
+        return Reason("cuda", None, "torch's CUDA build is unknown")
+    if env.torch_build.cuda is None:
+        build = f"ROCm {env.torch_build.hip}" if env.torch_build.hip else "CPU"
+        return Reason("cuda", False, f"torch is a {build} build, not a CUDA build")
+    return _in_spec("cuda", "torch's CUDA", env.torch_build.cuda, spec)
+
+
+def _nvcc(spec: SpecifierSet, env: Environment) -> Reason:
+    if env.nvcc is None:
+        return Reason("nvcc", False, "no CUDA toolkit (nvcc) found")
+    return _in_spec("nvcc", "nvcc", env.nvcc, spec)
+
+
+def _driver(spec: SpecifierSet, env: Environment) -> Reason:
+    drivers = sorted({gpu.driver for gpu in env.gpus if gpu.driver})
+    if not drivers:
+        return Reason("driver", None, "NVIDIA driver version unknown")
+    return _in_spec("driver", "NVIDIA driver", drivers[0], spec)
+
+
+def _python(spec: SpecifierSet, env: Environment) -> Reason:
+    if env.python is None:
+        return Reason("python", None, "Python version unknown")
+    return _in_spec("python", "Python", env.python, spec)
+
+
+def _platform(platforms: tuple[str, ...], env: Environment) -> Reason:
+    if env.platform is None:
+        return Reason("platform", None, "platform unknown")
+    holds = env.platform in platforms
+    return Reason("platform", holds, f"platform {env.platform} {'is' if holds else 'is not'} "
+                                     f"one of {', '.join(platforms)}")
+
+
+def _features(features: tuple[str, ...], env: Environment) -> Reason:
+    needed = ", ".join(features)
+    if env.features is None:
+        return Reason("features", True, f"assumes {needed} in use (declare features to narrow)")
+    missing = [feature for feature in features if feature not in env.features]
+    if missing:
+        return Reason("features", False, f"not in use: {', '.join(missing)}")
+    return Reason("features", True, f"in use: {needed}")
+
+
+_VERSION_CHECKS = {
+    "compute_capability": _compute_capability,
+    "cuda": _cuda,
+    "nvcc": _nvcc,
+    "driver": _driver,
+    "python": _python,
+}

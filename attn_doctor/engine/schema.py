@@ -1,0 +1,207 @@
+"""The rule schema (docs/rules.md): parse one TOML document into a ``Rule`` or a list of problems.
+
+Validation collects every problem of a file, each naming the field, so one run of
+``rules validate`` shows them all.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from attn_doctor.facts.names import rule_name
+
+SEVERITIES = ("error", "warning", "info")
+COMPONENTS = (
+    "torch", "cuda", "gpu", "triton", "transformers", "flash-attn", "flash-attn-3",
+    "flash-linear-attention", "xformers", "flex-attention", "sdpa",
+)
+FEATURES = (
+    "flash_attention_2", "flash_attention_3", "flex_attention", "sdpa", "xformers",
+    "torch_compile", "packed_sequences", "sliding_window", "softcap", "alibi",
+    "attention_mask_4d", "generate", "rotary_embedding", "source_build", "backward",
+    "dropout", "fp8", "head_dim_256", "varlen",
+)
+PLATFORMS = ("linux", "windows", "darwin")
+VERSION_CONDITIONS = ("compute_capability", "cuda", "nvcc", "driver", "python")
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_TOP_KEYS = {"id", "title", "severity", "component", "summary", "symptoms", "repro",
+             "references", "affects", "fix"}
+_AFFECTS_KEYS = {"packages", "platform", "features", *VERSION_CONDITIONS}
+_FIX_KEYS = {"summary", "pins"}
+
+
+@dataclass(frozen=True)
+class Affects:
+    packages: dict[str, SpecifierSet] = field(default_factory=dict)
+    versions: dict[str, SpecifierSet] = field(default_factory=dict)  # VERSION_CONDITIONS
+    platform: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    severity: str
+    component: str
+    summary: str
+    affects: Affects
+    fix_summary: str
+    fix_pins: tuple[str, ...]
+    references: tuple[str, ...]
+    symptoms: tuple[str, ...] = ()
+    repro: str | None = None
+    path: str = ""
+
+
+class _Problems:
+    """Accumulates ``field: message`` lines for one file."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def add(self, where: str, message: str) -> None:
+        self.lines.append(f"field '{where}': {message}")
+
+
+def parse_rule(data: dict[str, Any], expected_id: str | None, path: str) -> Rule | list[str]:
+    problems = _Problems()
+    for key in sorted(set(data) - _TOP_KEYS):
+        problems.add(key, "unknown field (typo?)")
+
+    rule_id = _text(data, "id", problems)
+    if rule_id and not _ID.match(rule_id):
+        problems.add("id", f"{rule_id!r} must be lower-case letters, digits and dashes")
+    if rule_id and expected_id is not None and rule_id != expected_id:
+        problems.add("id", f"{rule_id!r} does not match the file name {expected_id!r}")
+    title = _text(data, "title", problems)
+    summary = _text(data, "summary", problems)
+    severity = _choice(data, "severity", SEVERITIES, problems)
+    component = _choice(data, "component", COMPONENTS, problems)
+    symptoms = _symptoms(data.get("symptoms", []), problems)
+    references = _references(data.get("references"), problems)
+    repro = data.get("repro")
+    if repro is not None and not (isinstance(repro, str) and _ID.match(repro)):
+        problems.add("repro", "must be a repro id (lower-case letters, digits and dashes)")
+    affects = _affects(data.get("affects"), problems)
+    fix_summary, fix_pins = _fix(data.get("fix"), problems)
+
+    if problems.lines:
+        return problems.lines
+    assert affects is not None
+    return Rule(id=rule_id, title=title, severity=severity, component=component, summary=summary.strip(),
+                affects=affects, fix_summary=fix_summary.strip(), fix_pins=fix_pins,
+                references=references, symptoms=symptoms, repro=repro, path=path)
+
+
+def _text(data: dict[str, Any], key: str, problems: _Problems, prefix: str = "") -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value.strip():
+        problems.add(prefix + key, "required, a non-empty string")
+        return ""
+    return value
+
+
+def _choice(data: dict[str, Any], key: str, allowed: tuple[str, ...], problems: _Problems) -> str:
+    value = data.get(key)
+    if value not in allowed:
+        problems.add(key, f"must be one of {', '.join(allowed)} (got {value!r})")
+        return ""
+    return str(value)
+
+
+def _string_list(value: Any, where: str, problems: _Problems) -> list[str] | None:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        problems.add(where, "must be a list of strings")
+        return None
+    return value
+
+
+def _symptoms(value: Any, problems: _Problems) -> tuple[str, ...]:
+    patterns = _string_list(value, "symptoms", problems) or []
+    for index, pattern in enumerate(patterns):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            problems.add(f"symptoms[{index}]", f"not a regular expression: {exc}")
+    return tuple(patterns)
+
+
+def _references(value: Any, problems: _Problems) -> tuple[str, ...]:
+    urls = _string_list(value, "references", problems)
+    if urls is None:
+        return ()
+    if not urls:
+        problems.add("references", "at least one upstream issue, PR or release note is required")
+    for index, url in enumerate(urls):
+        if not re.match(r"^https://[^\s/]+\.[^\s/]+/\S+$", url):
+            problems.add(f"references[{index}]", f"{url!r} is not an https URL")
+    return tuple(urls)
+
+
+def _affects(value: Any, problems: _Problems) -> Affects | None:
+    if not isinstance(value, dict):
+        problems.add("affects", "required, a table of conditions")
+        return None
+    for key in sorted(set(value) - _AFFECTS_KEYS):
+        problems.add(f"affects.{key}", "unknown condition (typo?)")
+    packages: dict[str, SpecifierSet] = {}
+    raw_packages = value.get("packages", {})
+    if not isinstance(raw_packages, dict):
+        problems.add("affects.packages", "must be a table of NAME = \"specifier\"")
+        raw_packages = {}
+    for name, spec in raw_packages.items():
+        parsed = _specifier(spec, f"affects.packages.{name}", problems)
+        if parsed is not None:
+            packages[rule_name(name)] = parsed
+    versions = {}
+    for key in VERSION_CONDITIONS:
+        if key in value:
+            parsed = _specifier(value[key], f"affects.{key}", problems)
+            if parsed is not None:
+                versions[key] = parsed
+    platform = _members(value.get("platform", []), "affects.platform", PLATFORMS, problems)
+    features = _members(value.get("features", []), "affects.features", FEATURES, problems)
+    return Affects(packages=packages, versions=versions, platform=platform, features=features)
+
+
+def _specifier(value: Any, where: str, problems: _Problems) -> SpecifierSet | None:
+    if not isinstance(value, str):
+        problems.add(where, "must be a PEP 440 specifier string such as \">=2.5,<2.7\"")
+        return None
+    try:
+        return SpecifierSet(value)
+    except InvalidSpecifier:
+        problems.add(where, f"{value!r} is not a PEP 440 specifier set")
+        return None
+
+
+def _members(value: Any, where: str, allowed: tuple[str, ...], problems: _Problems) -> tuple[str, ...]:
+    items = _string_list(value, where, problems) or []
+    for item in items:
+        if item not in allowed:
+            problems.add(where, f"{item!r} is not one of {', '.join(allowed)}")
+    return tuple(items)
+
+
+def _fix(value: Any, problems: _Problems) -> tuple[str, tuple[str, ...]]:
+    if not isinstance(value, dict):
+        problems.add("fix", "required, a table with summary and pins")
+        return "", ()
+    for key in sorted(set(value) - _FIX_KEYS):
+        problems.add(f"fix.{key}", "unknown field (typo?)")
+    summary = _text(value, "summary", problems, prefix="fix.")
+    pins = _string_list(value.get("pins", []), "fix.pins", problems) or []
+    for index, pin in enumerate(pins):
+        try:
+            Requirement(pin)
+        except InvalidRequirement:
+            problems.add(f"fix.pins[{index}]", f"{pin!r} is not a PEP 508 requirement")
+    return summary, tuple(pins)
+

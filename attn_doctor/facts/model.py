@@ -1,0 +1,146 @@
+"""The environment: the one fact model that probing, what-if inputs, matching and reporting share.
+
+A fact that was not (or could not be) established is ``None``; a fact that was established as
+absent has its own value (no GPU: an empty ``gpus`` list with ``gpu_source="none"``). The
+matcher turns missing facts into "unknown" verdicts, never into passes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from attn_doctor.errors import InputError
+
+ENV_SCHEMA_ID = "attn-doctor/environment"
+ENV_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Package:
+    """One installed (or declared) distribution.
+
+    ``version`` is the raw version string (``None`` when declared without a pin); ``origin``
+    says where the fact came from (a dist-info folder, ``requirements.txt:3``, ``--pin``).
+    """
+
+    name: str
+    version: str | None
+    distribution: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class TorchBuild:
+    """The accelerator runtime torch was built for; both None means a CPU build."""
+
+    cuda: str | None = None
+    hip: str | None = None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    compute_capability: str | None  # "major.minor", e.g. "9.0"
+    driver: str | None = None
+
+
+@dataclass
+class Environment:
+    packages: dict[str, Package] = field(default_factory=dict)
+    torch_build: TorchBuild | None = None
+    gpus: list[Gpu] = field(default_factory=list)
+    # how the GPU list was established: nvml | nvidia-smi | none | target | unknown
+    gpu_source: str = "unknown"
+    nvcc: str | None = None
+    python: str | None = None
+    platform: str | None = None  # linux | windows | darwin
+    os: str | None = None
+    libc: str | None = None
+    # None: the user declared nothing, so every feature is possibly in use
+    features: list[str] | None = None
+    # what the facts were built from, in order: "probe", "--env-file x.json", "--pin ..."
+    sources: list[str] = field(default_factory=list)
+
+    def with_packages(self, overrides: dict[str, Package], source: str) -> Environment:
+        """A copy in which ``overrides`` replace the packages of the same name."""
+        packages = {**self.packages, **overrides}
+        torch_build = self.torch_build
+        if "torch" in overrides:
+            torch_build = torch_build_from_version(overrides["torch"].version)
+        return replace(self, packages=packages, torch_build=torch_build,
+                       sources=[*self.sources, source])
+
+    def to_json_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {"schema": ENV_SCHEMA_ID, "schema_version": ENV_SCHEMA_VERSION, **data}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_json_dict(), indent=2, sort_keys=False)
+
+    @classmethod
+    def from_json_dict(cls, data: Any, source: str) -> Environment:
+        """Rebuild from ``probe --json`` output; ``source`` names the file in errors."""
+        if not isinstance(data, dict) or data.get("schema") != ENV_SCHEMA_ID:
+            raise InputError(source, f"not an attn-doctor environment (no \"schema\": \"{ENV_SCHEMA_ID}\")")
+        if data.get("schema_version") != ENV_SCHEMA_VERSION:
+            raise InputError(source, f"schema_version {data.get('schema_version')!r} is not supported "
+                                     f"(this attn-doctor reads {ENV_SCHEMA_VERSION})")
+        try:
+            packages = {
+                name: Package(name=name, version=_opt_str(p.get("version")),
+                              distribution=str(p["distribution"]), origin=f"{source}")
+                for name, p in _mapping(data.get("packages", {})).items()
+            }
+            build = data.get("torch_build")
+            torch_build = None if build is None else TorchBuild(
+                cuda=_opt_str(_mapping(build).get("cuda")), hip=_opt_str(_mapping(build).get("hip")))
+            gpus = [Gpu(name=str(g["name"]), compute_capability=_opt_str(g.get("compute_capability")),
+                        driver=_opt_str(g.get("driver"))) for g in _list(data.get("gpus", []))]
+            features = data.get("features")
+            return cls(
+                packages=packages, torch_build=torch_build, gpus=gpus,
+                gpu_source=str(data.get("gpu_source", "unknown")),
+                nvcc=_opt_str(data.get("nvcc")), python=_opt_str(data.get("python")),
+                platform=_opt_str(data.get("platform")), os=_opt_str(data.get("os")),
+                libc=_opt_str(data.get("libc")),
+                features=None if features is None else [str(f) for f in _list(features)],
+                sources=[f"--env-file {source}"],
+            )
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise InputError(source, f"malformed environment: {type(exc).__name__}: {exc}") from None
+
+
+def torch_build_from_version(version: str | None) -> TorchBuild | None:
+    """Read the build from a local label: ``2.5.1+cu121`` is CUDA 12.1, ``+cpu`` a CPU build.
+
+    Without a label the build is unknown (the default wheel differs between releases).
+    """
+    if not version or "+" not in version:
+        return None
+    label = version.split("+", 1)[1].lower()
+    if label == "cpu" or label.startswith("cpu."):
+        return TorchBuild()
+    if label.startswith("cu") and label[2:].isdigit() and len(label) >= 4:
+        digits = label[2:]
+        return TorchBuild(cuda=f"{digits[:-1]}.{digits[-1]}")
+    if label.startswith("rocm"):
+        return TorchBuild(hip=label[4:])
+    return None
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {type(value).__name__}")
+    return value

@@ -1,0 +1,45 @@
+"""Package names: the projects of this stack that are published under more than one name."""
+
+from __future__ import annotations
+
+from packaging.utils import canonicalize_name
+
+# distribution name (PEP 503 normalised) -> the name rules use
+ALIASES: dict[str, str] = {
+    "flash-attn": "flash-attn",
+    "flash-attn-3": "flash-attn-3",
+    "flashattn-hopper": "flash-attn-3",
+    "fla-core": "flash-linear-attention",
+    "flash-linear-attention": "flash-linear-attention",
+    "pytorch-triton": "triton",
+    "pytorch-triton-rocm": "triton",
+    "triton": "triton",
+}
+
+# the distributions `check` looks up; anything else installed is irrelevant to the rules
+WATCHED: tuple[str, ...] = (
+    "torch",
+    "triton",
+    "pytorch-triton",
+    "pytorch-triton-rocm",
+    "transformers",
+    "flash-attn",
+    "flash-attn-3",
+    "flashattn-hopper",
+    "flash-linear-attention",
+    "fla-core",
+    "xformers",
+    "accelerate",
+    "peft",
+    "vllm",
+    "deepspeed",
+    "liger-kernel",
+    "nvidia-cuda-runtime-cu12",
+    "nvidia-cudnn-cu12",
+)
+
+
+def rule_name(distribution: str) -> str:
+    """The name under which rules refer to ``distribution``."""
+    canonical = canonicalize_name(distribution)
+    return ALIASES.get(canonical, canonical)

@@ -1,0 +1,83 @@
+"""Installed distributions, read from their metadata folders without importing them.
+
+``importlib.metadata.distributions()`` parses every METADATA file on the path; we only list
+the site directories and read the few dist-info folders whose names belong to this stack.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from importlib.metadata import PathDistribution
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from attn_doctor.facts.model import Package, TorchBuild
+from attn_doctor.facts.names import WATCHED, rule_name
+
+_METADATA_SUFFIXES = (".dist-info", ".egg-info")
+_TORCH_VERSION_LINE = re.compile(
+    r"^(?P<key>cuda|hip)\s*(?::[^=]*)?=\s*(?:(?P<q>['\"])(?P<value>[^'\"]*)(?P=q)|None)", re.M)
+
+
+def find_installed(paths: Iterable[str]) -> tuple[dict[str, Package], TorchBuild | None, list[str]]:
+    """Packages of this stack on ``paths``, torch's build, and one line per broken distribution.
+
+    The first folder on the path wins, as it does for ``import``.
+    """
+    wanted = {rule_name(name) for name in WATCHED}
+    packages: dict[str, Package] = {}
+    problems: list[str] = []
+    torch_dist: PathDistribution | None = None
+    for folder in _metadata_folders(paths):
+        distribution_stem = folder.name.split("-", 1)[0]
+        name = rule_name(distribution_stem)
+        if name not in wanted or name in packages:
+            continue
+        dist = PathDistribution(folder)
+        try:
+            metadata = dist.metadata
+            version = metadata["Version"] if metadata is not None else None
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            problems.append(f"{folder}: unreadable metadata ({exc})")
+            continue
+        if not version:
+            problems.append(f"{folder}: broken metadata (no Version field)")
+            continue
+        try:
+            Version(version)
+        except InvalidVersion:
+            problems.append(f"{folder}: unparsable version {version!r}")
+        packages[name] = Package(name=name, version=version,
+                                 distribution=(metadata["Name"] or distribution_stem),
+                                 origin=str(folder))
+        if name == "torch":
+            torch_dist = dist
+    return packages, _torch_build(torch_dist), problems
+
+
+def _metadata_folders(paths: Iterable[str]) -> Iterable[Path]:
+    for entry in paths:
+        try:
+            with os.scandir(entry or ".") as it:
+                names = sorted(e.name for e in it if e.name.endswith(_METADATA_SUFFIXES))
+        except OSError:
+            continue
+        for name in names:
+            yield Path(entry or ".", name)
+
+
+def _torch_build(dist: PathDistribution | None) -> TorchBuild | None:
+    """torch/version.py is plain text: read ``cuda`` and ``hip`` from it instead of importing."""
+    if dist is None:
+        return None
+    try:
+        text = Path(str(dist.locate_file("torch/version.py"))).read_text(errors="replace")
+    except OSError:
+        return None
+    values = {m["key"]: m["value"] for m in _TORCH_VERSION_LINE.finditer(text)}
+    if "cuda" not in values and "hip" not in values:
+        return None
+    return TorchBuild(cuda=values.get("cuda"), hip=values.get("hip"))

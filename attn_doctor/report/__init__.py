@@ -1,0 +1,1 @@
+"""Report formats: the human report (text), and machine formats (JSON, SARIF, JUnit, ...)."""

@@ -1,0 +1,137 @@
+"""The human report, in the spirit of ``flutter doctor``: a line per area, then the findings.
+
+Lines are built once as (text, style) pairs; the CLI prints them through rich on a colour
+terminal and as plain text otherwise (pipes, NO_COLOR), so rich is only imported when it paints.
+"""
+
+from __future__ import annotations
+
+from attn_doctor.check import CheckResult
+from attn_doctor.engine.matcher import Finding, Verdict
+from attn_doctor.engine.schema import COMPONENTS
+from attn_doctor.facts.model import Environment
+
+Line = tuple[str, str]  # (text, rich style)
+
+OK, WARN, FAIL, UNKNOWN = "✓", "!", "✗", "?"
+_AREA_PACKAGES = {
+    "torch": "torch", "triton": "triton", "transformers": "transformers", "flash-attn": "flash-attn",
+    "flash-attn-3": "flash-attn-3", "flash-linear-attention": "flash-linear-attention",
+    "xformers": "xformers", "flex-attention": "torch", "sdpa": "torch",
+}
+
+
+def render_lines(result: CheckResult, verbose: bool = False) -> list[Line]:
+    env = result.environment
+    lines: list[Line] = [(f"attn-doctor check ({', '.join(env.sources)})", "bold")]
+    for component in COMPONENTS:
+        lines.append(_area_line(component, env, [f for f in result.findings
+                                                  if f.rule.component == component]))
+    shown = [f for f in result.findings if verbose or f.verdict is not Verdict.NOT_AFFECTED]
+    if shown:
+        lines.append(("", ""))
+    for finding in shown:
+        lines.extend(_finding_lines(finding, verbose))
+    if verbose:
+        lines.append(("", ""))
+        lines.extend(fact_lines(env))
+    lines.append(("", ""))
+    lines.append(_summary_line(result))
+    return lines
+
+
+def plain(lines: list[Line]) -> str:
+    return "\n".join(text for text, _ in lines) + "\n"
+
+
+def _area_line(component: str, env: Environment, findings: list[Finding]) -> Line:
+    active = [f for f in findings if f.ignored is None]
+    if any(f.verdict is Verdict.AFFECTED and f.rule.severity == "error" for f in active):
+        mark, style = FAIL, "red"
+    elif any(f.verdict is not Verdict.NOT_AFFECTED for f in active):
+        mark, style = WARN, "yellow"
+    else:
+        mark, style = OK, "green"
+    affected = sum(f.verdict is Verdict.AFFECTED for f in active)
+    unknown = sum(f.verdict is Verdict.UNKNOWN for f in active)
+    counts = f"{len(findings)} rules"
+    if affected or unknown:
+        counts += f": {affected} affected, {unknown} unknown"
+    return (f"[{mark}] {component:<23} {_area_fact(component, env):<34} {counts}", style)
+
+
+def _area_fact(component: str, env: Environment) -> str:
+    if component == "gpu":
+        if not env.gpus:
+            return "no GPU" if env.gpu_source == "none" else "unknown"
+        first = env.gpus[0]
+        sm = f"sm_{first.compute_capability.replace('.', '')}" if first.compute_capability else "sm_?"
+        more = f" x{len(env.gpus)}" if len(env.gpus) > 1 else ""
+        return f"{first.name} ({sm}){more}"
+    if component == "cuda":
+        build = env.torch_build
+        torch_cuda = "unknown" if build is None else (build.cuda or ("ROCm " + build.hip if build.hip else "CPU"))
+        return f"torch built for {torch_cuda}, nvcc {env.nvcc or 'none'}"
+    package = env.packages.get(_AREA_PACKAGES[component])
+    if package is None:
+        return "not installed"
+    return f"{package.name} {package.version or '(version unknown)'}"
+
+
+def _finding_lines(finding: Finding, verbose: bool) -> list[Line]:
+    rule = finding.rule
+    if finding.ignored is not None:
+        return [(f"  - {rule.id}: ignored ({finding.ignored})", "dim")]
+    if finding.verdict is Verdict.AFFECTED:
+        mark, style = (FAIL, "red") if rule.severity == "error" else (WARN, "yellow")
+    elif finding.verdict is Verdict.UNKNOWN:
+        mark, style = UNKNOWN, "yellow"
+    else:
+        mark, style = OK, "green"
+    lines: list[Line] = [(f"{mark} {rule.id} [{rule.severity}, {finding.verdict.value}]: {rule.title}",
+                          f"bold {style}")]
+    if finding.verdict is Verdict.UNKNOWN:
+        missing = [r.text for r in finding.reasons if r.holds is None]
+        lines.append((f"    unknown: {'; '.join(missing)}", "yellow"))
+    if finding.verdict is not Verdict.NOT_AFFECTED:
+        lines.append((f"    fix: {rule.fix_summary}", ""))
+        if rule.fix_pins:
+            lines.append((f"    pins: {' '.join(rule.fix_pins)}", ""))
+        lines.append((f"    see: {rule.references[0]}", "cyan"))
+        if rule.repro:
+            lines.append((f"    repro: attn-doctor repro {rule.id}", "dim"))
+    if verbose:
+        for reason in finding.reasons:
+            symbol = {True: "yes", False: "no", None: "??"}[reason.holds]
+            lines.append((f"    {symbol:>3}  {reason.text}", "dim"))
+    return lines
+
+
+def fact_lines(env: Environment) -> list[Line]:
+    lines: list[Line] = [("Facts:", "bold")]
+    for name, package in sorted(env.packages.items()):
+        lines.append((f"  {name:<24} {package.version or '?':<28} {package.origin}", ""))
+    build = env.torch_build
+    lines.append((f"  {'torch build':<24} "
+                  f"{'unknown' if build is None else f'cuda={build.cuda} hip={build.hip}'}", ""))
+    for gpu in env.gpus:
+        lines.append((f"  {'gpu':<24} {gpu.name} cc={gpu.compute_capability} driver={gpu.driver}", ""))
+    lines.append((f"  {'gpu source':<24} {env.gpu_source}", ""))
+    for label, value in (("nvcc", env.nvcc), ("python", env.python), ("platform", env.platform),
+                         ("os", env.os), ("libc", env.libc)):
+        lines.append((f"  {label:<24} {value or 'unknown'}", ""))
+    features = "undeclared (all assumed possible)" if env.features is None else ", ".join(env.features) or "none"
+    lines.append((f"  {'features':<24} {features}", ""))
+    return lines
+
+
+def _summary_line(result: CheckResult) -> Line:
+    counts = {verdict: sum(f.verdict is verdict and f.ignored is None for f in result.findings)
+              for verdict in Verdict}
+    ignored = sum(f.ignored is not None for f in result.findings)
+    failing = len(result.failing())
+    text = (f"{len(result.findings)} rules: {counts[Verdict.AFFECTED]} affected, "
+            f"{counts[Verdict.UNKNOWN]} unknown, {counts[Verdict.NOT_AFFECTED]} not affected"
+            + (f", {ignored} ignored" if ignored else "")
+            + f"; {failing} at or above --fail-on {result.fail_on}")
+    return (text, "bold red" if failing else "bold green")

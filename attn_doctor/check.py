@@ -13,8 +13,7 @@ from attn_doctor.config import Config
 from attn_doctor.engine.loader import RuleSet
 from attn_doctor.engine.matcher import Finding, Verdict, match
 from attn_doctor.engine.schema import SEVERITIES
-from attn_doctor.errors import InputError
-from attn_doctor.facts import gpus, whatif
+from attn_doctor.facts import gpus
 from attn_doctor.facts.model import Environment, Package
 from attn_doctor.facts.probe import probe_environment
 
@@ -26,6 +25,7 @@ class WhatIf:
     """The options that replace or override probed facts."""
 
     env_file: Path | None = None
+    site_paths: list[Path] = field(default_factory=list)
     requirements: list[Path] = field(default_factory=list)
     pins: list[str] = field(default_factory=list)
     gpus: list[str] = field(default_factory=list)
@@ -61,10 +61,12 @@ def build_environment(what_if: WhatIf, config: Config) -> tuple[Environment, lis
 
     Raises InputError for a bad what-if input: those are the user's own arguments.
     """
+    from attn_doctor.facts import whatif  # packaging's requirement parser: only when asked for
+
     if what_if.env_file is not None:
         env, problems = whatif.load_environment_file(what_if.env_file), []
     else:
-        env, problems = probe_environment()
+        env, problems = probe_environment([str(path) for path in what_if.site_paths])
     for requirements in what_if.requirements:
         env = env.with_packages(whatif.parse_requirements(requirements), f"--requirements {requirements}")
     if what_if.pins:
@@ -97,5 +99,3 @@ def run_check(env: Environment, ruleset: RuleSet, config: Config, fail_on: str |
                        fail_on=fail_on or config.fail_on or "error",
                        problems=problems, fail_on_unknown=fail_on_unknown)
 
-
-__all__ = ["CheckResult", "WhatIf", "build_environment", "run_check", "InputError"]

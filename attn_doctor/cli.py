@@ -70,6 +70,8 @@ EnvFileOption = Annotated[Optional[Path], typer.Option(  # noqa: UP007,UP045
     "--env-file", help="Facts from `attn-doctor probe --json` on another machine.")]
 FeatureOption = Annotated[Optional[list[str]], typer.Option(  # noqa: UP007,UP045
     "--feature", help="A feature in use (repeatable): flash_attention_2, flex_attention, ...")]
+PathOption = Annotated[list[Path], typer.Option(
+    "--path", help="Look for installed packages only in this site-packages folder (repeatable).")]
 ConfigOption = Annotated[Optional[Path], typer.Option(  # noqa: UP007,UP045
     "--config", help="pyproject.toml with [tool.attn-doctor] (default: the nearest one).")]
 
@@ -81,6 +83,7 @@ def check(
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
     env_file: EnvFileOption = None,
+    path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
     config: ConfigOption = None,
     rules: Annotated[list[Path], typer.Option(
@@ -102,8 +105,8 @@ def check(
     if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
         raise InputError("--fail-on", f"{fail_on!r} is not one of {', '.join(FAIL_ON_LEVELS)}")
     project = load_config(config if config is not None else find_pyproject(Path.cwd()))
-    what_if = checking.WhatIf(env_file=env_file, requirements=requirements, pins=pin, gpus=gpu,
-                              features=feature)
+    what_if = checking.WhatIf(env_file=env_file, site_paths=path, requirements=requirements,
+                              pins=pin, gpus=gpu, features=feature)
     env, probe_problems = checking.build_environment(what_if, project)
     ruleset = load_rules([database_path(), *rules])
     result = checking.run_check(env, ruleset, project, fail_on, fail_on_unknown, probe_problems)
@@ -140,12 +143,13 @@ def _colour() -> bool:
 @app.command()
 @_one_line_errors
 def probe(
+    path: PathOption = [],  # noqa: B006
     json_output: Annotated[bool, typer.Option("--json", help="Facts as JSON, the input of --env-file.")] = False,
 ) -> None:
     """Print this machine's facts (no diagnosis)."""
     from attn_doctor.facts.probe import probe_environment
 
-    env, problems = probe_environment()
+    env, problems = probe_environment([str(p) for p in path])
     if json_output:
         sys.stdout.write(env.to_json() + "\n")
     else:

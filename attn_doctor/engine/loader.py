@@ -55,8 +55,11 @@ def load_rules(paths: list[Path] | None = None) -> RuleSet:
 
 def _load_path(path: Path) -> RuleSet:
     if path.is_dir():
+        files = sorted(path.glob("*.toml"))
+        if not files:
+            return RuleSet(problems=[f"{path}: no *.toml rule files"])
         ruleset = RuleSet()
-        for file in sorted(path.glob("*.toml")):
+        for file in files:
             ruleset.extend(_load_file(file))
         return ruleset
     if path.is_file():

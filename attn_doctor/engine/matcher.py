@@ -63,19 +63,43 @@ def _conditions(rule: Rule, env: Environment) -> list[Reason]:
 
 
 def _contains(version: str, spec: SpecifierSet) -> bool | None:
-    """Pre-releases and nightlies match like any version (PEP 440 ordering); None if unparsable."""
+    """Whether ``version`` is in ``spec``; None when that cannot be told.
+
+    Unparsable versions cannot be told. Neither can a nightly or pre-release of a version the
+    rule names as a boundary: ``2.6.0.dev20240901`` is before 2.6.0 by PEP 440, but whether the
+    fix (or the bug) released in 2.6.0 was already on main that day, only the code knows.
+    """
     try:
-        return spec.contains(Version(version), prereleases=True)
+        parsed = Version(version)
     except InvalidVersion:
         return None
+    if parsed.is_prerelease and parsed.base_version in _boundaries(spec):
+        return None
+    return spec.contains(parsed, prereleases=True)
+
+
+def _boundaries(spec: SpecifierSet) -> set[str]:
+    """Final releases the rule names; a boundary written as a nightly is taken at its word."""
+    versions = [Version(s.version) for s in spec if not s.version.endswith(".*")]
+    return {v.base_version for v in versions if not v.is_prerelease}
 
 
 def _in_spec(condition: str, label: str, version: str, spec: SpecifierSet) -> Reason:
     holds = _contains(version, spec)
     if holds is None:
-        return Reason(condition, None, f"{label} {version!r} is not a valid version")
+        why = "is not a valid version" if not _is_version(version) else \
+            f"is a pre-release at a boundary of {spec}: which side it is on is unknown"
+        return Reason(condition, None, f"{label} {version!r} {why}")
     relation = "is in" if holds else "is not in"
     return Reason(condition, holds, f"{label} {version} {relation} {str(spec) or 'any version'}")
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def _package(name: str, spec: SpecifierSet, env: Environment) -> Reason:

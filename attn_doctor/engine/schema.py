@@ -10,7 +10,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from attn_doctor.facts.names import rule_name
@@ -30,6 +29,7 @@ PLATFORMS = ("linux", "windows", "darwin")
 VERSION_CONDITIONS = ("compute_capability", "cuda", "nvcc", "driver", "python")
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_PIN = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?P<spec>[<>=!~].*)$")
 _TOP_KEYS = {"id", "title", "severity", "component", "summary", "symptoms", "repro",
              "references", "affects", "fix"}
 _AFFECTS_KEYS = {"packages", "platform", "features", *VERSION_CONDITIONS}
@@ -199,9 +199,10 @@ def _fix(value: Any, problems: _Problems) -> tuple[str, tuple[str, ...]]:
     summary = _text(value, "summary", problems, prefix="fix.")
     pins = _string_list(value.get("pins", []), "fix.pins", problems) or []
     for index, pin in enumerate(pins):
-        try:
-            Requirement(pin)
-        except InvalidRequirement:
-            problems.add(f"fix.pins[{index}]", f"{pin!r} is not a PEP 508 requirement")
+        match = _PIN.match(pin)
+        if match is None:
+            problems.add(f"fix.pins[{index}]", f"{pin!r} is not NAME followed by a version specifier")
+        else:
+            _specifier(match["spec"], f"fix.pins[{index}]", problems)
     return summary, tuple(pins)
 

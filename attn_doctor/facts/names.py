@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from packaging.utils import canonicalize_name
+import re
 
 # distribution name (PEP 503 normalised) -> the name rules use
 ALIASES: dict[str, str] = {
@@ -41,5 +41,5 @@ WATCHED: tuple[str, ...] = (
 
 def rule_name(distribution: str) -> str:
     """The name under which rules refer to ``distribution``."""
-    canonical = canonicalize_name(distribution)
+    canonical = re.sub(r"[-_.]+", "-", distribution).lower()  # PEP 503
     return ALIASES.get(canonical, canonical)

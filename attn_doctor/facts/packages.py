@@ -1,7 +1,7 @@
 """Installed distributions, read from their metadata folders without importing them.
 
 ``importlib.metadata.distributions()`` parses every METADATA file on the path; we only list
-the site directories and read the few dist-info folders whose names belong to this stack.
+the site directories and read the headers of the few dist-info folders of this stack.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from importlib.metadata import PathDistribution
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -30,19 +29,18 @@ def find_installed(paths: Iterable[str]) -> tuple[dict[str, Package], TorchBuild
     wanted = {rule_name(name) for name in WATCHED}
     packages: dict[str, Package] = {}
     problems: list[str] = []
-    torch_dist: PathDistribution | None = None
+    torch_build: TorchBuild | None = None
     for folder in _metadata_folders(paths):
         distribution_stem = folder.name.split("-", 1)[0]
         name = rule_name(distribution_stem)
         if name not in wanted or name in packages:
             continue
-        dist = PathDistribution(folder)
         try:
-            metadata = dist.metadata
-            version = metadata["Version"] if metadata is not None else None
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            headers = _read_headers(folder)
+        except (OSError, UnicodeDecodeError) as exc:
             problems.append(f"{folder}: unreadable metadata ({exc})")
             continue
+        version = headers.get("version")
         if not version:
             problems.append(f"{folder}: broken metadata (no Version field)")
             continue
@@ -51,11 +49,28 @@ def find_installed(paths: Iterable[str]) -> tuple[dict[str, Package], TorchBuild
         except InvalidVersion:
             problems.append(f"{folder}: unparsable version {version!r}")
         packages[name] = Package(name=name, version=version,
-                                 distribution=(metadata["Name"] or distribution_stem),
+                                 distribution=headers.get("name") or distribution_stem,
                                  origin=str(folder))
         if name == "torch":
-            torch_dist = dist
-    return packages, _torch_build(torch_dist), problems
+            torch_build = _torch_build(folder.parent / "torch" / "version.py")
+    return packages, torch_build, problems
+
+
+def _read_headers(folder: Path) -> dict[str, str]:
+    """Name and Version from METADATA (PKG-INFO for eggs): the header block, up to a blank line.
+
+    Reading them directly skips importlib.metadata's email parser, a measurable part of `check`.
+    """
+    path = folder / ("METADATA" if folder.name.endswith(".dist-info") else "PKG-INFO")
+    headers: dict[str, str] = {}
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            if key.lower() in ("name", "version") and key.lower() not in headers:
+                headers[key.lower()] = value.strip()
+    return headers
 
 
 def _metadata_folders(paths: Iterable[str]) -> Iterable[Path]:
@@ -69,12 +84,10 @@ def _metadata_folders(paths: Iterable[str]) -> Iterable[Path]:
             yield Path(entry or ".", name)
 
 
-def _torch_build(dist: PathDistribution | None) -> TorchBuild | None:
+def _torch_build(version_file: Path) -> TorchBuild | None:
     """torch/version.py is plain text: read ``cuda`` and ``hip`` from it instead of importing."""
-    if dist is None:
-        return None
     try:
-        text = Path(str(dist.locate_file("torch/version.py"))).read_text(errors="replace")
+        text = version_file.read_text(errors="replace")
     except OSError:
         return None
     values = {m["key"]: m["value"] for m in _TORCH_VERSION_LINE.finditer(text)}

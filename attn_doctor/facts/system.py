@@ -25,7 +25,9 @@ def platform_family() -> str:
 
 
 def os_description() -> str:
-    return platform.platform(terse=True)
+    """``Linux 6.8.0-45-generic``: uname only (``platform.platform`` also reads the libc binary)."""
+    uname = platform.uname()
+    return f"{uname.system} {uname.release}"
 
 
 def libc() -> str | None:

@@ -1,0 +1,80 @@
+"""The five seed bugs against the real rules database: affected releases and first fixed ones,
+declared by --pin, by a requirements file and by fake installed metadata."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import cli
+
+
+def verdicts(*args: str) -> dict[str, str]:
+    result = cli("check", "--format", "json", *args)
+    assert result.exit_code in (0, 1), result.stderr
+    return {f["id"]: f["verdict"] for f in json.loads(result.stdout)["findings"]}
+
+
+SEED_A = "gemma2-fa2-cu-seqlens"
+SEED_B = "fla-rotary-dim-exceeds-head-dim"
+SEED_C = "fa3-hopper-pipelineparams-build"
+SEED_D = "transformers-flex-blockmask-no-dim"
+SEED_E = "transformers-flex-pad-none-key-length"
+
+
+def test_done_when_gemma2_cu_seqlens(site):
+    affected = cli("check", "--path", site.path, "--pin", "transformers==4.44.0", "--gpu", "sm_90")
+    assert affected.exit_code == 1
+    assert SEED_A in affected.stdout and "4.44.1" in affected.stdout  # the fix names the release
+    fixed = verdicts("--path", str(site.path), "--pin", "transformers==4.44.1", "--gpu", "sm_90")
+    assert fixed[SEED_A] == "not-affected"
+
+
+@pytest.mark.parametrize(("rule", "pins", "expected"), [
+    (SEED_A, ["transformers==4.44.0"], "affected"),
+    (SEED_A, ["transformers==4.44.1"], "not-affected"),
+    (SEED_A, ["transformers==4.44.0.post1"], "affected"),  # a post release of the bad one
+    (SEED_D, ["transformers==4.51.0", "torch==2.6.0"], "affected"),
+    (SEED_D, ["transformers==4.51.3", "torch==2.6.0"], "affected"),
+    (SEED_D, ["transformers==4.52.1", "torch==2.6.0"], "not-affected"),
+    (SEED_E, ["transformers==4.51.0", "torch==2.6.0"], "affected"),
+    (SEED_E, ["transformers==4.51.1", "torch==2.6.0"], "not-affected"),
+])
+def test_seed_versions(site, rule, pins, expected):
+    args = ["--path", str(site.path), "--gpu", "H100"]
+    for pin in pins:
+        args += ["--pin", pin]
+    assert verdicts(*args)[rule] == expected
+
+
+def test_seed_b_fla_rotary(site):
+    site.install("flash-linear-attention", "0.1.2")
+    assert verdicts("--path", str(site.path), "--gpu", "H100")[SEED_B] == "affected"
+    newest = verdicts("--path", str(site.path), "--gpu", "H100", "--pin", "fla-core==0.6.0")
+    assert newest[SEED_B] == "not-affected"  # fla-core is the same project under its other name
+
+
+def test_seed_c_needs_a_hopper_source_build(site):
+    hopper = verdicts("--path", str(site.path), "--gpu", "H100", "--feature", "source_build",
+                      "--feature", "flash_attention_3")
+    ampere = verdicts("--path", str(site.path), "--gpu", "A100", "--feature", "source_build",
+                      "--feature", "flash_attention_3")
+    no_build = verdicts("--path", str(site.path), "--gpu", "H100", "--feature", "flash_attention_3")
+    assert ampere[SEED_C] == "not-affected"
+    assert no_build[SEED_C] == "not-affected"
+    assert hopper[SEED_C] in ("affected", "unknown")
+
+
+def test_installed_metadata_is_read_like_a_pin(site):
+    site.install("transformers", "4.44.0")
+    assert verdicts("--path", str(site.path))[SEED_A] == "affected"
+
+
+def test_declared_features_narrow_the_verdict(site):
+    site.install("transformers", "4.51.0")
+    site.install("torch", "2.6.0+cu124", torch_cuda="12.4")
+    eager_only = verdicts("--path", str(site.path), "--feature", "sdpa")
+    assert eager_only[SEED_D] == "not-affected"
+    flex = verdicts("--path", str(site.path), "--feature", "flex_attention")
+    assert flex[SEED_D] == "affected"

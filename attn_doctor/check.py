@@ -46,8 +46,11 @@ class CheckResult:
             return []
         threshold = SEVERITIES.index(self.fail_on)
         verdicts = {Verdict.AFFECTED} | ({Verdict.UNKNOWN} if self.fail_on_unknown else set())
-        return [f for f in self.findings if f.verdict in verdicts and f.ignored is None
-                and SEVERITIES.index(f.rule.severity) <= threshold]
+        return [
+            f
+            for f in self.findings
+            if f.verdict in verdicts and f.ignored is None and SEVERITIES.index(f.rule.severity) <= threshold
+        ]
 
     @property
     def exit_code(self) -> int:
@@ -85,8 +88,14 @@ def build_environment(what_if: WhatIf, config: Config) -> tuple[Environment, lis
     return env, problems
 
 
-def run_check(env: Environment, ruleset: RuleSet, config: Config, fail_on: str | None,
-              fail_on_unknown: bool = False, probe_problems: list[str] | None = None) -> CheckResult:
+def run_check(
+    env: Environment,
+    ruleset: RuleSet,
+    config: Config,
+    fail_on: str | None,
+    fail_on_unknown: bool = False,
+    probe_problems: list[str] | None = None,
+) -> CheckResult:
     problems = [*ruleset.problems, *(probe_problems or [])]
     known_ids = {rule.id for rule in ruleset.rules}
     for rule_id in config.ignore:
@@ -95,7 +104,10 @@ def run_check(env: Environment, ruleset: RuleSet, config: Config, fail_on: str |
     findings = [match(rule, env, ignored=config.ignore.get(rule.id)) for rule in ruleset.rules]
     order = {Verdict.AFFECTED: 0, Verdict.UNKNOWN: 1, Verdict.NOT_AFFECTED: 2}
     findings.sort(key=lambda f: (order[f.verdict], SEVERITIES.index(f.rule.severity), f.rule.id))
-    return CheckResult(environment=env, findings=findings,
-                       fail_on=fail_on or config.fail_on or "error",
-                       problems=problems, fail_on_unknown=fail_on_unknown)
-
+    return CheckResult(
+        environment=env,
+        findings=findings,
+        fail_on=fail_on or config.fail_on or "error",
+        problems=problems,
+        fail_on_unknown=fail_on_unknown,
+    )

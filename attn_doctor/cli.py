@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -20,9 +20,16 @@ from attn_doctor.errors import InputError
 EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR = 2, 3
 FORMATS = ("rich", "json", "markdown", "sarif", "junit", "github")
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="A doctor for the PyTorch attention stack.")
-rules_app = typer.Typer(no_args_is_help=True, help="List, show and validate the rules database.")
+app = typer.Typer(
+    rich_markup_mode=None,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="A doctor for the PyTorch attention stack.",
+)
+rules_app = typer.Typer(
+    rich_markup_mode=None, no_args_is_help=True, help="List, show and validate the rules database."
+)
 app.add_typer(rules_app, name="rules")
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,6 +37,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _one_line_errors(command: F) -> F:
     """Input errors become one line on stderr and exit 2; anything else one line and exit 3."""
+
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -42,6 +50,7 @@ def _one_line_errors(command: F) -> F:
         except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
             _error(f"internal error: {type(exc).__name__}: {exc} (please report it)")
             raise typer.Exit(EXIT_INTERNAL_ERROR) from None
+
     return wrapper  # type: ignore[return-value]
 
 
@@ -56,24 +65,46 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: Annotated[Optional[bool], typer.Option(  # noqa: UP007,UP045
-        "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = None) -> None:
+def _root(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = None,
+) -> None:
     """A doctor for the PyTorch attention stack."""
 
 
-GpuOption = Annotated[list[str], typer.Option(
-    "--gpu", help="Target GPU instead of this machine's (repeatable): sm_90, 9.0, H100, A100, L4, ...")]
+GpuOption = Annotated[
+    list[str],
+    typer.Option(
+        "--gpu", help="Target GPU instead of this machine's (repeatable): sm_90, 9.0, H100, A100, L4, ..."
+    ),
+]
 PinOption = Annotated[list[str], typer.Option("--pin", help="NAME==VERSION to assume (repeatable).")]
-RequirementsOption = Annotated[list[Path], typer.Option(
-    "--requirements", "-r", help="requirements.txt, pip freeze output or constraints (repeatable).")]
-EnvFileOption = Annotated[Optional[Path], typer.Option(  # noqa: UP007,UP045
-    "--env-file", help="Facts from `attn-doctor probe --json` on another machine.")]
-FeatureOption = Annotated[Optional[list[str]], typer.Option(  # noqa: UP007,UP045
-    "--feature", help="A feature in use (repeatable): flash_attention_2, flex_attention, ...")]
-PathOption = Annotated[list[Path], typer.Option(
-    "--path", help="Look for installed packages only in this site-packages folder (repeatable).")]
-ConfigOption = Annotated[Optional[Path], typer.Option(  # noqa: UP007,UP045
-    "--config", help="pyproject.toml with [tool.attn-doctor] (default: the nearest one).")]
+RequirementsOption = Annotated[
+    list[Path],
+    typer.Option(
+        "--requirements", "-r", help="requirements.txt, pip freeze output or constraints (repeatable)."
+    ),
+]
+EnvFileOption = Annotated[
+    Path | None,
+    typer.Option("--env-file", help="Facts from `attn-doctor probe --json` on another machine."),
+]
+FeatureOption = Annotated[
+    list[str] | None,
+    typer.Option("--feature", help="A feature in use (repeatable): flash_attention_2, flex_attention, ..."),
+]
+PathOption = Annotated[
+    list[Path],
+    typer.Option(
+        "--path", help="Look for installed packages only in this site-packages folder (repeatable)."
+    ),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", help="pyproject.toml with [tool.attn-doctor] (default: the nearest one)."),
+]
 
 
 @app.command()
@@ -86,14 +117,23 @@ def check(
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
     config: ConfigOption = None,
-    rules: Annotated[list[Path], typer.Option(
-        "--rules", help="Extra rule files or folders, checked with the database (repeatable).")] = [],  # noqa: B006
-    output_format: Annotated[str, typer.Option("--format", "-f", help=f"One of {', '.join(FORMATS)}.")] = "rich",
-    fail_on: Annotated[Optional[str], typer.Option(  # noqa: UP007,UP045
-        "--fail-on", help="Lowest severity that fails: error (default), warning, info, never.")] = None,
-    fail_on_unknown: Annotated[bool, typer.Option(
-        "--fail-on-unknown", help="Unknown verdicts fail too (strict CI).")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show facts and why each rule matched.")] = False,
+    rules: Annotated[
+        list[Path],
+        typer.Option("--rules", help="Extra rule files or folders, checked with the database (repeatable)."),
+    ] = [],  # noqa: B006
+    output_format: Annotated[
+        str, typer.Option("--format", "-f", help=f"One of {', '.join(FORMATS)}.")
+    ] = "rich",
+    fail_on: Annotated[
+        str | None,
+        typer.Option("--fail-on", help="Lowest severity that fails: error (default), warning, info, never."),
+    ] = None,
+    fail_on_unknown: Annotated[
+        bool, typer.Option("--fail-on-unknown", help="Unknown verdicts fail too (strict CI).")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show facts and why each rule matched.")
+    ] = False,
 ) -> None:
     """Check this machine (or a target) against the rules database of known-bad combinations."""
     from attn_doctor import check as checking
@@ -105,8 +145,9 @@ def check(
     if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
         raise InputError("--fail-on", f"{fail_on!r} is not one of {', '.join(FAIL_ON_LEVELS)}")
     project = load_config(config if config is not None else find_pyproject(Path.cwd()))
-    what_if = checking.WhatIf(env_file=env_file, site_paths=path, requirements=requirements,
-                              pins=pin, gpus=gpu, features=feature)
+    what_if = checking.WhatIf(
+        env_file=env_file, site_paths=path, requirements=requirements, pins=pin, gpus=gpu, features=feature
+    )
     env, probe_problems = checking.build_environment(what_if, project)
     ruleset = load_rules([database_path(), *rules])
     result = checking.run_check(env, ruleset, project, fail_on, fail_on_unknown, probe_problems)
@@ -118,9 +159,9 @@ def check(
 
 def _print_report(result: Any, output_format: str, verbose: bool) -> None:
     if output_format != "rich":
-        from attn_doctor.report.machine import FORMATTERS
+        from attn_doctor.report import formatter
 
-        sys.stdout.write(FORMATTERS[output_format](result))
+        sys.stdout.write(formatter(output_format)(result))
         return
     from attn_doctor.report.text import plain, render_lines
 
@@ -144,7 +185,9 @@ def _colour() -> bool:
 @_one_line_errors
 def probe(
     path: PathOption = [],  # noqa: B006
-    json_output: Annotated[bool, typer.Option("--json", help="Facts as JSON, the input of --env-file.")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Facts as JSON, the input of --env-file.")
+    ] = False,
 ) -> None:
     """Print this machine's facts (no diagnosis)."""
     from attn_doctor.facts.probe import probe_environment
@@ -190,8 +233,12 @@ def rules_show(rule_id: Annotated[str, typer.Argument(help="A rule id from `rule
 
 @rules_app.command("validate")
 @_one_line_errors
-def rules_validate(paths: Annotated[Optional[list[Path]], typer.Argument(  # noqa: UP007,UP045
-        help="Rule files or folders (default: the database).")] = None) -> None:
+def rules_validate(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Rule files or folders (default: the database)."),
+    ] = None,
+) -> None:
     """Check rule files against the schema; every problem names the file and the field."""
     from attn_doctor.engine.loader import load_rules
 

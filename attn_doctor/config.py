@@ -66,7 +66,7 @@ def load_config(path: Path | None) -> Config:
                 raise InputError(f"{source} features", f"unknown feature {feature!r}")
     ignore = section.get("ignore", {})
     if not isinstance(ignore, dict):
-        raise InputError(f"{source} ignore", "must be a table of RULE-ID = \"reason\"")
+        raise InputError(f"{source} ignore", 'must be a table of RULE-ID = "reason"')
     for rule_id, reason in ignore.items():
         if not isinstance(reason, str) or not reason.strip():
             raise InputError(f"{source} ignore.{rule_id}", "needs a reason (a non-empty string)")

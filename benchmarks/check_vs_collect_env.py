@@ -24,8 +24,13 @@ TARGET_RATIO = 0.08
 
 def wall_time(command: list[str]) -> float:
     start = time.perf_counter()
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-                   env={**os.environ, "NO_COLOR": "1"})
+    subprocess.run(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     return time.perf_counter() - start
 
 
@@ -34,7 +39,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="timed runs of each (after a warm-up)")
     runs = max(parser.parse_args().runs, 5)
     times: dict[str, list[float]] = {name: [] for name in COMMANDS}
-    for name, command in COMMANDS.items():
+    for command in COMMANDS.values():
         wall_time(command)  # warm-up: page cache, .pyc files
     for _ in range(runs):
         for name, command in COMMANDS.items():

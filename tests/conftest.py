@@ -24,19 +24,30 @@ REPO = Path(__file__).resolve().parents[1]
 class Site:
     path: Path
 
-    def install(self, distribution: str, version: str | None, *, torch_cuda: str | None = "missing",
-                metadata: str | None = None) -> Path:
+    def install(
+        self,
+        distribution: str,
+        version: str | None,
+        *,
+        torch_cuda: str | None = "missing",
+        metadata: str | None = None,
+    ) -> Path:
         """A dist-info folder as pip leaves it; ``metadata`` overrides the METADATA text."""
         folder = self.path / f"{distribution.replace('-', '_')}-{version or 'x'}.dist-info"
         folder.mkdir(parents=True)
-        text = metadata if metadata is not None else f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n"
+        text = (
+            metadata
+            if metadata is not None
+            else f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n"
+        )
         (folder / "METADATA").write_text(text)
         if torch_cuda != "missing":
             (self.path / "torch").mkdir(exist_ok=True)
             value = "None" if torch_cuda is None else repr(torch_cuda)
             (self.path / "torch" / "version.py").write_text(
                 f"from typing import Optional\n__version__ = {version!r}\n"
-                f"cuda: Optional[str] = {value}\nhip: Optional[str] = None\n")
+                f"cuda: Optional[str] = {value}\nhip: Optional[str] = None\n"
+            )
         return folder
 
 
@@ -58,22 +69,32 @@ def no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def fake_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Install an nvidia-smi script that prints ``rows`` (CSV) for the compute_cap query."""
+
     def install(rows: str, *, knows_compute_cap: bool = True) -> None:
         bin_dir = tmp_path / "smi-bin"
         bin_dir.mkdir(exist_ok=True)
         script = bin_dir / "nvidia-smi"
-        reject = "" if knows_compute_cap else \
-            'case "$1" in *compute_cap*) echo "Field \\"compute_cap\\" is not a valid field to query." >&2; exit 2;; esac\n'
+        reject = (
+            ""
+            if knows_compute_cap
+            else 'case "$1" in *compute_cap*) echo "Field \\"compute_cap\\" is not a valid field to query." >&2; exit 2;; esac\n'
+        )
         script.write_text(f"#!/bin/sh\n{reject}cat <<'CSV'\n{rows}\nCSV\n")
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
         monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin:/bin")
+
     return install
 
 
 def write_rule(folder: Path, rule_id: str, affects: str = "", **fields: str) -> Path:
     """A valid rule file; ``affects`` is the body of [affects], ``fields`` override top-level keys."""
-    values = {"title": '"A test rule"', "severity": '"error"', "component": '"transformers"',
-              "summary": '"Something breaks."', "references": '["https://github.com/huggingface/transformers/pull/1"]'}
+    values = {
+        "title": '"A test rule"',
+        "severity": '"error"',
+        "component": '"transformers"',
+        "summary": '"Something breaks."',
+        "references": '["https://github.com/huggingface/transformers/pull/1"]',
+    }
     values.update(fields)
     top = "\n".join(f"{key} = {value}" for key, value in values.items())
     text = f'id = "{rule_id}"\n{top}\n\n[affects]\n{textwrap.dedent(affects)}\n\n[fix]\nsummary = "Upgrade."\npins = []\n'

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import cli, write_rule
 
 
@@ -23,12 +22,17 @@ def assert_one_line_error(result, *needles: str) -> str:
     return text
 
 
-@pytest.mark.parametrize(("content", "needles"), [
-    ("id = \n", ["not valid TOML"]),
-    ('id = "bad-severity"\ntitle="t"\nseverity="fatal"\ncomponent="torch"\nsummary="s"\n'
-     'references=["https://github.com/pytorch/pytorch/issues/1"]\n[affects]\n[fix]\nsummary="f"\n',
-     ["field 'severity'", "fatal"]),
-])
+@pytest.mark.parametrize(
+    ("content", "needles"),
+    [
+        ("id = \n", ["not valid TOML"]),
+        (
+            'id = "bad-severity"\ntitle="t"\nseverity="fatal"\ncomponent="torch"\nsummary="s"\n'
+            'references=["https://github.com/pytorch/pytorch/issues/1"]\n[affects]\n[fix]\nsummary="f"\n',
+            ["field 'severity'", "fatal"],
+        ),
+    ],
+)
 def test_malformed_rule_file_names_file_and_field(tmp_path, content, needles):
     bad = tmp_path / "rules" / "bad-severity.toml"
     bad.parent.mkdir()
@@ -36,18 +40,21 @@ def test_malformed_rule_file_names_file_and_field(tmp_path, content, needles):
     assert_one_line_error(cli("rules", "validate", bad), "bad-severity.toml", *needles)
 
 
-@pytest.mark.parametrize(("affects", "fields", "needle"), [
-    ('packages = { torch = ">=2.5,<<2.6" }', {}, "affects.packages.torch"),
-    ('compute_capability = "sm90"', {}, "affects.compute_capability"),
-    ('features = ["flash_attention_9"]', {}, "affects.features"),
-    ('gpu_model = "H100"', {}, "affects.gpu_model"),
-    ("", {"symptoms": '["(unclosed"]'}, "symptoms[0]"),
-    ("", {"references": "[]"}, "references"),
-    ("", {"references": '["http://example.com/x"]'}, "references[0]"),
-    ("", {"component": '"kernel"'}, "field 'component'"),
-    ("", {"severty": '"error"'}, "field 'severty'"),
-    ("", {"repro": '"Not An Id"'}, "field 'repro'"),
-])
+@pytest.mark.parametrize(
+    ("affects", "fields", "needle"),
+    [
+        ('packages = { torch = ">=2.5,<<2.6" }', {}, "affects.packages.torch"),
+        ('compute_capability = "sm90"', {}, "affects.compute_capability"),
+        ('features = ["flash_attention_9"]', {}, "affects.features"),
+        ('gpu_model = "H100"', {}, "affects.gpu_model"),
+        ("", {"symptoms": '["(unclosed"]'}, "symptoms[0]"),
+        ("", {"references": "[]"}, "references"),
+        ("", {"references": '["http://example.com/x"]'}, "references[0]"),
+        ("", {"component": '"kernel"'}, "field 'component'"),
+        ("", {"severty": '"error"'}, "field 'severty'"),
+        ("", {"repro": '"Not An Id"'}, "field 'repro'"),
+    ],
+)
 def test_every_schema_violation_is_reported(tmp_path, affects, fields, needle):
     path = write_rule(tmp_path / "rules", "broken", affects, **fields)
     assert_one_line_error(cli("rules", "validate", path), "broken.toml", needle)
@@ -59,8 +66,9 @@ def test_one_bad_file_never_hides_the_others(tmp_path):
     write_rule(rules, "good", 'python = ">=3"')
     write_rule(rules, "second-bad", "", severity='"loud"')
     (rules / "third-bad.toml").write_text("[[[")
-    text = assert_one_line_error(cli("rules", "validate", rules), "first-bad.toml", "second-bad.toml",
-                                 "third-bad.toml")
+    text = assert_one_line_error(
+        cli("rules", "validate", rules), "first-bad.toml", "second-bad.toml", "third-bad.toml"
+    )
     assert "good.toml" not in text
     assert "1 valid rules" in cli("rules", "validate", rules).stdout
 
@@ -81,24 +89,30 @@ def test_check_with_a_bad_extra_rule_still_reports_the_database(tmp_path):
     assert any("broken.toml" in problem for problem in report["problems"])
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--pin", "torch"], "--pin 'torch'"),
-    (["--pin", "torch==banana"], "not a valid PEP 440 version"),
-    (["--pin", "torch>=2.5"], "expected NAME==VERSION"),
-    (["--gpu", "warp-drive"], "--gpu 'warp-drive'"),
-    (["--fail-on", "sometimes"], "--fail-on"),
-    (["--format", "yaml"], "--format"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--pin", "torch"], "--pin 'torch'"),
+        (["--pin", "torch==banana"], "not a valid PEP 440 version"),
+        (["--pin", "torch>=2.5"], "expected NAME==VERSION"),
+        (["--gpu", "warp-drive"], "--gpu 'warp-drive'"),
+        (["--fail-on", "sometimes"], "--fail-on"),
+        (["--format", "yaml"], "--format"),
+    ],
+)
 def test_bad_option_values(args, needle):
     assert_one_line_error(cli("check", *args), needle)
 
 
-@pytest.mark.parametrize(("content", "needle"), [
-    ("transformers==4.44.0\nthis is not a requirement ===\n", "requirements.txt:2"),
-    ("torch==not.a.version!\n", "requirements.txt:1"),
-    ("-r requirements.txt\n", "include themselves"),
-    ("-r missing.txt\n", "missing.txt"),
-])
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("transformers==4.44.0\nthis is not a requirement ===\n", "requirements.txt:2"),
+        ("torch==not.a.version!\n", "requirements.txt:1"),
+        ("-r requirements.txt\n", "include themselves"),
+        ("-r missing.txt\n", "missing.txt"),
+    ],
+)
 def test_bad_requirements_files(tmp_path, content, needle):
     path = tmp_path / "requirements.txt"
     path.write_text(content)
@@ -118,24 +132,33 @@ def test_missing_requirements_file(tmp_path):
     assert_one_line_error(cli("check", "-r", tmp_path / "nope.txt"), "nope.txt")
 
 
-@pytest.mark.parametrize(("content", "needle"), [
-    ("{not json", "not JSON"),
-    ('{"schema": "something-else"}', "not an attn-doctor environment"),
-    ('{"schema": "attn-doctor/environment", "schema_version": 99}', "schema_version 99"),
-    ('{"schema": "attn-doctor/environment", "schema_version": 1, "packages": {"torch": {}}}', "malformed"),
-    ('{"schema": "attn-doctor/environment", "schema_version": 1, "gpus": "H100"}', "malformed"),
-    ("[1, 2, 3]", "not an attn-doctor environment"),
-])
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "not JSON"),
+        ('{"schema": "something-else"}', "not an attn-doctor environment"),
+        ('{"schema": "attn-doctor/environment", "schema_version": 99}', "schema_version 99"),
+        (
+            '{"schema": "attn-doctor/environment", "schema_version": 1, "packages": {"torch": {}}}',
+            "malformed",
+        ),
+        ('{"schema": "attn-doctor/environment", "schema_version": 1, "gpus": "H100"}', "malformed"),
+        ("[1, 2, 3]", "not an attn-doctor environment"),
+    ],
+)
 def test_bad_env_files(tmp_path, content, needle):
     path = tmp_path / "env.json"
     path.write_text(content)
     assert_one_line_error(cli("check", "--env-file", path), "env.json", needle)
 
 
-@pytest.mark.parametrize(("metadata", "needle"), [
-    ("Metadata-Version: 2.1\nName: transformers\n", "no Version field"),
-    ("Metadata-Version: 2.1\nName: transformers\nVersion: not-a-version!\n", "unparsable version"),
-])
+@pytest.mark.parametrize(
+    ("metadata", "needle"),
+    [
+        ("Metadata-Version: 2.1\nName: transformers\n", "no Version field"),
+        ("Metadata-Version: 2.1\nName: transformers\nVersion: not-a-version!\n", "unparsable version"),
+    ],
+)
 def test_broken_installed_metadata(site, metadata, needle):
     site.install("transformers", "4.44.0", metadata=metadata)
     result = cli("check", "--path", site.path)
@@ -143,14 +166,17 @@ def test_broken_installed_metadata(site, metadata, needle):
     assert "rules:" in result.stdout  # the report was still printed
 
 
-@pytest.mark.parametrize(("section", "needle"), [
-    ('[tool.attn-doctor]\nfail_on = "error"\n', "unknown key 'fail_on'"),
-    ('[tool.attn-doctor]\nfail-on = "loud"\n', "fail-on"),
-    ('[tool.attn-doctor]\nfeatures = ["warp"]\n', "unknown feature"),
-    ('[tool.attn-doctor.ignore]\ngemma2-fa2-cu-seqlens = ""\n', "needs a reason"),
-    ('[tool.attn-doctor.ignore]\nno-such-rule = "because"\n', "no rule 'no-such-rule'"),
-    ("[tool.attn-doctor\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("section", "needle"),
+    [
+        ('[tool.attn-doctor]\nfail_on = "error"\n', "unknown key 'fail_on'"),
+        ('[tool.attn-doctor]\nfail-on = "loud"\n', "fail-on"),
+        ('[tool.attn-doctor]\nfeatures = ["warp"]\n', "unknown feature"),
+        ('[tool.attn-doctor.ignore]\ngemma2-fa2-cu-seqlens = ""\n', "needs a reason"),
+        ('[tool.attn-doctor.ignore]\nno-such-rule = "because"\n', "no rule 'no-such-rule'"),
+        ("[tool.attn-doctor\n", "not valid TOML"),
+    ],
+)
 def test_bad_project_config(tmp_path, section, needle):
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text(section)

@@ -6,13 +6,19 @@ import os
 import subprocess
 import sys
 
-from attn_doctor import __version__
 from conftest import cli
+
+from attn_doctor import __version__
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_version_and_module_entry():
@@ -21,10 +27,12 @@ def test_version_and_module_entry():
 
 
 def test_check_imports_no_heavy_library():
-    code = ("import sys\nfrom attn_doctor.cli import app\n"
-            "try:\n    app(['check', '--pin', 'transformers==4.44.0'])\nexcept SystemExit:\n    pass\n"
-            "heavy = [m for m in ('torch', 'transformers', 'flash_attn', 'triton', 'rich') if m in sys.modules]\n"
-            "print('HEAVY', heavy)\n")
+    code = (
+        "import sys\nfrom attn_doctor.cli import app\n"
+        "try:\n    app(['check', '--pin', 'transformers==4.44.0'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'transformers', 'flash_attn', 'triton', 'rich') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
     result = run("-c", code)
     assert "HEAVY []" in result.stdout, result.stdout + result.stderr
 

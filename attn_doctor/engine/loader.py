@@ -26,8 +26,9 @@ class RuleSet:
         known = {rule.id: rule for rule in self.rules}
         for rule in other.rules:
             if rule.id in known:
-                self.problems.append(f"{rule.path}: field 'id': {rule.id!r} is already defined "
-                                     f"in {known[rule.id].path}")
+                self.problems.append(
+                    f"{rule.path}: field 'id': {rule.id!r} is already defined in {known[rule.id].path}"
+                )
                 continue
             known[rule.id] = rule
             self.rules.append(rule)

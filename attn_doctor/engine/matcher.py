@@ -87,8 +87,11 @@ def _boundaries(spec: SpecifierSet) -> set[str]:
 def _in_spec(condition: str, label: str, version: str, spec: SpecifierSet) -> Reason:
     holds = _contains(version, spec)
     if holds is None:
-        why = "is not a valid version" if not _is_version(version) else \
-            f"is a pre-release at a boundary of {spec}: which side it is on is unknown"
+        why = (
+            "is not a valid version"
+            if not _is_version(version)
+            else f"is a pre-release at a boundary of {spec}: which side it is on is unknown"
+        )
         return Reason(condition, None, f"{label} {version!r} {why}")
     relation = "is in" if holds else "is not in"
     return Reason(condition, holds, f"{label} {version} {relation} {str(spec) or 'any version'}")
@@ -107,8 +110,9 @@ def _package(name: str, spec: SpecifierSet, env: Environment) -> Reason:
     if package is None:
         return Reason(name, False, f"{name} is not installed")
     if package.version is None:
-        return Reason(name, None, f"{name} version unknown (declared without a pin at {package.origin})",
-                      package.origin)
+        return Reason(
+            name, None, f"{name} version unknown (declared without a pin at {package.origin})", package.origin
+        )
     return replace(_in_spec(name, name, package.version, spec), origin=package.origin)
 
 
@@ -120,8 +124,11 @@ def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:
     hits = [(gpu, capability) for gpu, capability in known if _contains(capability, spec)]
     if hits:
         gpu, capability = hits[0]
-        return Reason("compute_capability", True,
-                      f"{gpu.name} (sm_{capability.replace('.', '')}) is in compute capability {spec}")
+        return Reason(
+            "compute_capability",
+            True,
+            f"{gpu.name} (sm_{capability.replace('.', '')}) is in compute capability {spec}",
+        )
     if len(known) < len(env.gpus):
         return Reason("compute_capability", None, "compute capability of a GPU is unknown")
     names = ", ".join(sorted({f"{gpu.name} ({capability})" for gpu, capability in known}))
@@ -160,8 +167,11 @@ def _platform(platforms: tuple[str, ...], env: Environment) -> Reason:
     if env.platform is None:
         return Reason("platform", None, "platform unknown")
     holds = env.platform in platforms
-    return Reason("platform", holds, f"platform {env.platform} {'is' if holds else 'is not'} "
-                                     f"one of {', '.join(platforms)}")
+    return Reason(
+        "platform",
+        holds,
+        f"platform {env.platform} {'is' if holds else 'is not'} one of {', '.join(platforms)}",
+    )
 
 
 def _features(features: tuple[str, ...], env: Environment) -> Reason:

@@ -16,22 +16,56 @@ from attn_doctor.facts.names import rule_name
 
 SEVERITIES = ("error", "warning", "info")
 COMPONENTS = (
-    "torch", "cuda", "gpu", "triton", "transformers", "flash-attn", "flash-attn-3",
-    "flash-linear-attention", "xformers", "flex-attention", "sdpa",
+    "torch",
+    "cuda",
+    "gpu",
+    "triton",
+    "transformers",
+    "flash-attn",
+    "flash-attn-3",
+    "flash-linear-attention",
+    "xformers",
+    "flex-attention",
+    "sdpa",
 )
 FEATURES = (
-    "flash_attention_2", "flash_attention_3", "flex_attention", "sdpa", "xformers",
-    "torch_compile", "packed_sequences", "sliding_window", "softcap", "alibi",
-    "attention_mask_4d", "generate", "rotary_embedding", "source_build", "backward",
-    "dropout", "fp8", "head_dim_256", "varlen",
+    "flash_attention_2",
+    "flash_attention_3",
+    "flex_attention",
+    "sdpa",
+    "xformers",
+    "torch_compile",
+    "packed_sequences",
+    "sliding_window",
+    "softcap",
+    "alibi",
+    "attention_mask_4d",
+    "generate",
+    "rotary_embedding",
+    "source_build",
+    "backward",
+    "dropout",
+    "fp8",
+    "head_dim_256",
+    "varlen",
 )
 PLATFORMS = ("linux", "windows", "darwin")
 VERSION_CONDITIONS = ("compute_capability", "cuda", "nvcc", "driver", "python")
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _PIN = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?P<spec>[<>=!~].*)$")
-_TOP_KEYS = {"id", "title", "severity", "component", "summary", "symptoms", "repro",
-             "references", "affects", "fix"}
+_TOP_KEYS = {
+    "id",
+    "title",
+    "severity",
+    "component",
+    "summary",
+    "symptoms",
+    "repro",
+    "references",
+    "affects",
+    "fix",
+}
 _AFFECTS_KEYS = {"packages", "platform", "features", *VERSION_CONDITIONS}
 _FIX_KEYS = {"summary", "pins"}
 
@@ -95,9 +129,20 @@ def parse_rule(data: dict[str, Any], expected_id: str | None, path: str) -> Rule
     if problems.lines:
         return problems.lines
     assert affects is not None
-    return Rule(id=rule_id, title=title, severity=severity, component=component, summary=summary.strip(),
-                affects=affects, fix_summary=fix_summary.strip(), fix_pins=fix_pins,
-                references=references, symptoms=symptoms, repro=repro, path=path)
+    return Rule(
+        id=rule_id,
+        title=title,
+        severity=severity,
+        component=component,
+        summary=summary.strip(),
+        affects=affects,
+        fix_summary=fix_summary.strip(),
+        fix_pins=fix_pins,
+        references=references,
+        symptoms=symptoms,
+        repro=repro,
+        path=path,
+    )
 
 
 def _text(data: dict[str, Any], key: str, problems: _Problems, prefix: str = "") -> str:
@@ -154,7 +199,7 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
     packages: dict[str, SpecifierSet] = {}
     raw_packages = value.get("packages", {})
     if not isinstance(raw_packages, dict):
-        problems.add("affects.packages", "must be a table of NAME = \"specifier\"")
+        problems.add("affects.packages", 'must be a table of NAME = "specifier"')
         raw_packages = {}
     for name, spec in raw_packages.items():
         parsed = _specifier(spec, f"affects.packages.{name}", problems)
@@ -173,7 +218,7 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
 
 def _specifier(value: Any, where: str, problems: _Problems) -> SpecifierSet | None:
     if not isinstance(value, str):
-        problems.add(where, "must be a PEP 440 specifier string such as \">=2.5,<2.7\"")
+        problems.add(where, 'must be a PEP 440 specifier string such as ">=2.5,<2.7"')
         return None
     try:
         return SpecifierSet(value)
@@ -205,4 +250,3 @@ def _fix(value: Any, problems: _Problems) -> tuple[str, tuple[str, ...]]:
         else:
             _specifier(match["spec"], f"fix.pins[{index}]", problems)
     return summary, tuple(pins)
-

@@ -18,18 +18,56 @@ NVIDIA_SMI_TIMEOUT_S = 5.0
 # Marketing names -> compute capability, from NVIDIA's CUDA GPUs table. Longest key first
 # matters: "H100" must not be taken for "A100" and "RTX 4090" is looked up before "4090".
 KNOWN_GPUS: dict[str, str] = {
-    "P100": "6.0", "P40": "6.1", "P4": "6.1", "GTX 1080": "6.1", "GTX 1080 TI": "6.1",
-    "V100": "7.0", "TITAN V": "7.0",
-    "T4": "7.5", "RTX 2080": "7.5", "RTX 2080 TI": "7.5", "TITAN RTX": "7.5", "QUADRO RTX 8000": "7.5",
-    "A100": "8.0", "A800": "8.0", "A30": "8.0",
-    "A10": "8.6", "A10G": "8.6", "A40": "8.6", "A16": "8.6", "A2": "8.6", "RTX A6000": "8.6",
-    "RTX A5000": "8.6", "RTX A4000": "8.6", "RTX 3090": "8.6", "RTX 3090 TI": "8.6", "RTX 3080": "8.6",
-    "RTX 3070": "8.6", "RTX 3060": "8.6",
-    "L4": "8.9", "L40": "8.9", "L40S": "8.9", "RTX 6000 ADA": "8.9", "RTX 4090": "8.9",
-    "RTX 4080": "8.9", "RTX 4070": "8.9", "RTX 4060": "8.9",
-    "H100": "9.0", "H800": "9.0", "H200": "9.0", "H20": "9.0", "GH200": "9.0",
-    "B200": "10.0", "B100": "10.0", "GB200": "10.0", "B300": "10.3", "GB300": "10.3",
-    "RTX 5090": "12.0", "RTX 5080": "12.0", "RTX 5070": "12.0", "RTX PRO 6000": "12.0",
+    "P100": "6.0",
+    "P40": "6.1",
+    "P4": "6.1",
+    "GTX 1080": "6.1",
+    "GTX 1080 TI": "6.1",
+    "V100": "7.0",
+    "TITAN V": "7.0",
+    "T4": "7.5",
+    "RTX 2080": "7.5",
+    "RTX 2080 TI": "7.5",
+    "TITAN RTX": "7.5",
+    "QUADRO RTX 8000": "7.5",
+    "A100": "8.0",
+    "A800": "8.0",
+    "A30": "8.0",
+    "A10": "8.6",
+    "A10G": "8.6",
+    "A40": "8.6",
+    "A16": "8.6",
+    "A2": "8.6",
+    "RTX A6000": "8.6",
+    "RTX A5000": "8.6",
+    "RTX A4000": "8.6",
+    "RTX 3090": "8.6",
+    "RTX 3090 TI": "8.6",
+    "RTX 3080": "8.6",
+    "RTX 3070": "8.6",
+    "RTX 3060": "8.6",
+    "L4": "8.9",
+    "L40": "8.9",
+    "L40S": "8.9",
+    "RTX 6000 ADA": "8.9",
+    "RTX 4090": "8.9",
+    "RTX 4080": "8.9",
+    "RTX 4070": "8.9",
+    "RTX 4060": "8.9",
+    "H100": "9.0",
+    "H800": "9.0",
+    "H200": "9.0",
+    "H20": "9.0",
+    "GH200": "9.0",
+    "B200": "10.0",
+    "B100": "10.0",
+    "GB200": "10.0",
+    "B300": "10.3",
+    "GB300": "10.3",
+    "RTX 5090": "12.0",
+    "RTX 5080": "12.0",
+    "RTX 5070": "12.0",
+    "RTX PRO 6000": "12.0",
 }
 
 _SM_FORM = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})a?$", re.I)
@@ -46,8 +84,11 @@ def target_gpu(spec: str) -> Gpu:
         return Gpu(name=f"sm_{digits}", compute_capability=f"{digits[:-1]}.{digits[-1]}")
     capability = capability_from_name(text)
     if capability is None:
-        raise InputError(f"--gpu {spec!r}", "not a compute capability (sm_90, 9.0) or a known GPU "
-                                            f"name ({', '.join(sorted(KNOWN_GPUS)[:8])}, ...)")
+        raise InputError(
+            f"--gpu {spec!r}",
+            "not a compute capability (sm_90, 9.0) or a known GPU "
+            f"name ({', '.join(sorted(KNOWN_GPUS)[:8])}, ...)",
+        )
     return Gpu(name=text, compute_capability=capability)
 
 
@@ -95,8 +136,7 @@ def _from_nvml() -> list[Gpu] | None:
             name_buffer = ctypes.create_string_buffer(96)
             nvml.nvmlDeviceGetName(handle, name_buffer, 96)
             major, minor = ctypes.c_int(), ctypes.c_int()
-            status = nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major),
-                                                            ctypes.byref(minor))
+            status = nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor))
             name = name_buffer.value.decode(errors="replace")
             capability = f"{major.value}.{minor.value}" if status == 0 else capability_from_name(name)
             gpus.append(Gpu(name=name, compute_capability=capability, driver=driver))
@@ -126,10 +166,13 @@ def _query_nvidia_smi(fields: str) -> list[list[str]] | None:
     try:
         result = subprocess.run(
             ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
+            capture_output=True,
+            text=True,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if result.returncode != 0:
         return None
-    return [[cell.strip() for cell in line.split(",")]
-            for line in result.stdout.splitlines() if line.strip()]
+    return [[cell.strip() for cell in line.split(",")] for line in result.stdout.splitlines() if line.strip()]

@@ -69,8 +69,7 @@ class Environment:
         torch_build = self.torch_build
         if "torch" in overrides:
             torch_build = torch_build_from_version(overrides["torch"].version)
-        return replace(self, packages=packages, torch_build=torch_build,
-                       sources=[*self.sources, source])
+        return replace(self, packages=packages, torch_build=torch_build, sources=[*self.sources, source])
 
     def to_json_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -83,27 +82,49 @@ class Environment:
     def from_json_dict(cls, data: Any, source: str) -> Environment:
         """Rebuild from ``probe --json`` output; ``source`` names the file in errors."""
         if not isinstance(data, dict) or data.get("schema") != ENV_SCHEMA_ID:
-            raise InputError(source, f"not an attn-doctor environment (no \"schema\": \"{ENV_SCHEMA_ID}\")")
+            raise InputError(source, f'not an attn-doctor environment (no "schema": "{ENV_SCHEMA_ID}")')
         if data.get("schema_version") != ENV_SCHEMA_VERSION:
-            raise InputError(source, f"schema_version {data.get('schema_version')!r} is not supported "
-                                     f"(this attn-doctor reads {ENV_SCHEMA_VERSION})")
+            raise InputError(
+                source,
+                f"schema_version {data.get('schema_version')!r} is not supported "
+                f"(this attn-doctor reads {ENV_SCHEMA_VERSION})",
+            )
         try:
             packages = {
-                name: Package(name=name, version=_opt_str(p.get("version")),
-                              distribution=str(p["distribution"]), origin=f"{source}")
+                name: Package(
+                    name=name,
+                    version=_opt_str(p.get("version")),
+                    distribution=str(p["distribution"]),
+                    origin=f"{source}",
+                )
                 for name, p in _mapping(data.get("packages", {})).items()
             }
             build = data.get("torch_build")
-            torch_build = None if build is None else TorchBuild(
-                cuda=_opt_str(_mapping(build).get("cuda")), hip=_opt_str(_mapping(build).get("hip")))
-            gpus = [Gpu(name=str(g["name"]), compute_capability=_opt_str(g.get("compute_capability")),
-                        driver=_opt_str(g.get("driver"))) for g in _list(data.get("gpus", []))]
+            torch_build = (
+                None
+                if build is None
+                else TorchBuild(
+                    cuda=_opt_str(_mapping(build).get("cuda")), hip=_opt_str(_mapping(build).get("hip"))
+                )
+            )
+            gpus = [
+                Gpu(
+                    name=str(g["name"]),
+                    compute_capability=_opt_str(g.get("compute_capability")),
+                    driver=_opt_str(g.get("driver")),
+                )
+                for g in _list(data.get("gpus", []))
+            ]
             features = data.get("features")
             return cls(
-                packages=packages, torch_build=torch_build, gpus=gpus,
+                packages=packages,
+                torch_build=torch_build,
+                gpus=gpus,
                 gpu_source=str(data.get("gpu_source", "unknown")),
-                nvcc=_opt_str(data.get("nvcc")), python=_opt_str(data.get("python")),
-                platform=_opt_str(data.get("platform")), os=_opt_str(data.get("os")),
+                nvcc=_opt_str(data.get("nvcc")),
+                python=_opt_str(data.get("python")),
+                platform=_opt_str(data.get("platform")),
+                os=_opt_str(data.get("os")),
                 libc=_opt_str(data.get("libc")),
                 features=None if features is None else [str(f) for f in _list(features)],
                 sources=[f"--env-file {source}"],

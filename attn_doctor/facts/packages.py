@@ -18,7 +18,8 @@ from attn_doctor.facts.names import WATCHED, rule_name
 
 _METADATA_SUFFIXES = (".dist-info", ".egg-info")
 _TORCH_VERSION_LINE = re.compile(
-    r"^(?P<key>cuda|hip)\s*(?::[^=]*)?=\s*(?:(?P<q>['\"])(?P<value>[^'\"]*)(?P=q)|None)", re.M)
+    r"^(?P<key>cuda|hip)\s*(?::[^=]*)?=\s*(?:(?P<q>['\"])(?P<value>[^'\"]*)(?P=q)|None)", re.M
+)
 
 
 def find_installed(paths: Iterable[str]) -> tuple[dict[str, Package], TorchBuild | None, list[str]]:
@@ -48,9 +49,12 @@ def find_installed(paths: Iterable[str]) -> tuple[dict[str, Package], TorchBuild
             Version(version)
         except InvalidVersion:
             problems.append(f"{folder}: unparsable version {version!r}")
-        packages[name] = Package(name=name, version=version,
-                                 distribution=headers.get("name") or distribution_stem,
-                                 origin=str(folder))
+        packages[name] = Package(
+            name=name,
+            version=version,
+            distribution=headers.get("name") or distribution_stem,
+            origin=str(folder),
+        )
         if name == "torch":
             torch_build = _torch_build(folder.parent / "torch" / "version.py")
     return packages, torch_build, problems

@@ -44,8 +44,9 @@ def nvcc_version() -> str | None:
     if nvcc is None:
         return None
     try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True,
-                             timeout=TOOL_TIMEOUT_S, check=False).stdout
+        out = subprocess.run(
+            [nvcc, "--version"], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(r"release (\d+\.\d+)", out)

@@ -31,8 +31,9 @@ def parse_pin(text: str) -> Package:
     if not match:
         raise InputError(source, "expected NAME==VERSION, e.g. transformers==4.44.0")
     _check_version(match["version"], source)
-    return Package(name=rule_name(match["name"]), version=match["version"],
-                   distribution=match["name"], origin="--pin")
+    return Package(
+        name=rule_name(match["name"]), version=match["version"], distribution=match["name"], origin="--pin"
+    )
 
 
 def parse_requirements(path: Path) -> dict[str, Package]:
@@ -83,8 +84,11 @@ def _requirement_line(line: str, origin: str) -> Package | None:
         version = _version_from_url(requirement.url)
     else:
         specifiers = list(requirement.specifier)
-        if len(specifiers) == 1 and specifiers[0].operator in ("==", "===") \
-                and "*" not in specifiers[0].version:
+        if (
+            len(specifiers) == 1
+            and specifiers[0].operator in ("==", "===")
+            and "*" not in specifiers[0].version
+        ):
             version = specifiers[0].version
             _check_version(version, origin)
     return Package(name=name, version=version, distribution=requirement.name, origin=origin)

@@ -7,8 +7,14 @@ from attn_doctor.engine.schema import Rule
 
 def describe(rule: Rule) -> str:
     affects = rule.affects
-    lines = [f"{rule.id} [{rule.severity}, {rule.component}]", rule.title, "", rule.summary, "",
-             "Affects (all must hold):"]
+    lines = [
+        f"{rule.id} [{rule.severity}, {rule.component}]",
+        rule.title,
+        "",
+        rule.summary,
+        "",
+        "Affects (all must hold):",
+    ]
     lines += [f"  {name} {spec or '(any version)'}" for name, spec in affects.packages.items()]
     lines += [f"  {key} {spec}" for key, spec in affects.versions.items()]
     if affects.platform:

@@ -15,9 +15,15 @@ Line = tuple[str, str]  # (text, rich style)
 
 OK, WARN, FAIL, UNKNOWN = "✓", "!", "✗", "?"
 _AREA_PACKAGES = {
-    "torch": "torch", "triton": "triton", "transformers": "transformers", "flash-attn": "flash-attn",
-    "flash-attn-3": "flash-attn-3", "flash-linear-attention": "flash-linear-attention",
-    "xformers": "xformers", "flex-attention": "torch", "sdpa": "torch",
+    "torch": "torch",
+    "triton": "triton",
+    "transformers": "transformers",
+    "flash-attn": "flash-attn",
+    "flash-attn-3": "flash-attn-3",
+    "flash-linear-attention": "flash-linear-attention",
+    "xformers": "xformers",
+    "flex-attention": "torch",
+    "sdpa": "torch",
 }
 
 
@@ -25,8 +31,9 @@ def render_lines(result: CheckResult, verbose: bool = False) -> list[Line]:
     env = result.environment
     lines: list[Line] = [(f"attn-doctor check ({', '.join(env.sources)})", "bold")]
     for component in COMPONENTS:
-        lines.append(_area_line(component, env, [f for f in result.findings
-                                                  if f.rule.component == component]))
+        lines.append(
+            _area_line(component, env, [f for f in result.findings if f.rule.component == component])
+        )
     shown = [f for f in result.findings if verbose or f.verdict is not Verdict.NOT_AFFECTED]
     if shown:
         lines.append(("", ""))
@@ -70,7 +77,9 @@ def _area_fact(component: str, env: Environment) -> str:
         return f"{first.name} ({sm}){more}"
     if component == "cuda":
         build = env.torch_build
-        torch_cuda = "unknown" if build is None else (build.cuda or ("ROCm " + build.hip if build.hip else "CPU"))
+        torch_cuda = (
+            "unknown" if build is None else (build.cuda or ("ROCm " + build.hip if build.hip else "CPU"))
+        )
         return f"torch built for {torch_cuda}, nvcc {env.nvcc or 'none'}"
     package = env.packages.get(_AREA_PACKAGES[component])
     if package is None:
@@ -88,8 +97,9 @@ def _finding_lines(finding: Finding, verbose: bool) -> list[Line]:
         mark, style = UNKNOWN, "yellow"
     else:
         mark, style = OK, "green"
-    lines: list[Line] = [(f"{mark} {rule.id} [{rule.severity}, {finding.verdict.value}]: {rule.title}",
-                          f"bold {style}")]
+    lines: list[Line] = [
+        (f"{mark} {rule.id} [{rule.severity}, {finding.verdict.value}]: {rule.title}", f"bold {style}")
+    ]
     if finding.verdict is Verdict.UNKNOWN:
         missing = [r.text for r in finding.reasons if r.holds is None]
         lines.append((f"    unknown: {'; '.join(missing)}", "yellow"))
@@ -112,26 +122,38 @@ def fact_lines(env: Environment) -> list[Line]:
     for name, package in sorted(env.packages.items()):
         lines.append((f"  {name:<24} {package.version or '?':<28} {package.origin}", ""))
     build = env.torch_build
-    lines.append((f"  {'torch build':<24} "
-                  f"{'unknown' if build is None else f'cuda={build.cuda} hip={build.hip}'}", ""))
+    lines.append(
+        (f"  {'torch build':<24} {'unknown' if build is None else f'cuda={build.cuda} hip={build.hip}'}", "")
+    )
     for gpu in env.gpus:
         lines.append((f"  {'gpu':<24} {gpu.name} cc={gpu.compute_capability} driver={gpu.driver}", ""))
     lines.append((f"  {'gpu source':<24} {env.gpu_source}", ""))
-    for label, value in (("nvcc", env.nvcc), ("python", env.python), ("platform", env.platform),
-                         ("os", env.os), ("libc", env.libc)):
+    for label, value in (
+        ("nvcc", env.nvcc),
+        ("python", env.python),
+        ("platform", env.platform),
+        ("os", env.os),
+        ("libc", env.libc),
+    ):
         lines.append((f"  {label:<24} {value or 'unknown'}", ""))
-    features = "undeclared (all assumed possible)" if env.features is None else ", ".join(env.features) or "none"
+    features = (
+        "undeclared (all assumed possible)" if env.features is None else ", ".join(env.features) or "none"
+    )
     lines.append((f"  {'features':<24} {features}", ""))
     return lines
 
 
 def _summary_line(result: CheckResult) -> Line:
-    counts = {verdict: sum(f.verdict is verdict and f.ignored is None for f in result.findings)
-              for verdict in Verdict}
+    counts = {
+        verdict: sum(f.verdict is verdict and f.ignored is None for f in result.findings)
+        for verdict in Verdict
+    }
     ignored = sum(f.ignored is not None for f in result.findings)
     failing = len(result.failing())
-    text = (f"{len(result.findings)} rules: {counts[Verdict.AFFECTED]} affected, "
-            f"{counts[Verdict.UNKNOWN]} unknown, {counts[Verdict.NOT_AFFECTED]} not affected"
-            + (f", {ignored} ignored" if ignored else "")
-            + f"; {failing} at or above --fail-on {result.fail_on}")
+    text = (
+        f"{len(result.findings)} rules: {counts[Verdict.AFFECTED]} affected, "
+        f"{counts[Verdict.UNKNOWN]} unknown, {counts[Verdict.NOT_AFFECTED]} not affected"
+        + (f", {ignored} ignored" if ignored else "")
+        + f"; {failing} at or above --fail-on {result.fail_on}"
+    )
     return (text, "bold red" if failing else "bold green")

@@ -1,0 +1,47 @@
+"""JSON report: schemas/report.schema.json (``schema: attn-doctor/report``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from attn_doctor import __version__
+from attn_doctor.check import CheckResult
+from attn_doctor.engine.matcher import Finding, Verdict
+
+REPORT_SCHEMA_ID = "attn-doctor/report"
+REPORT_SCHEMA_VERSION = 1
+
+
+def _finding_dict(finding: Finding) -> dict[str, Any]:
+    rule = finding.rule
+    return {
+        "id": rule.id,
+        "title": rule.title,
+        "severity": rule.severity,
+        "component": rule.component,
+        "verdict": finding.verdict.value,
+        "ignored": finding.ignored,
+        "reasons": [{"condition": r.condition, "holds": r.holds, "text": r.text} for r in finding.reasons],
+        "summary": rule.summary,
+        "fix": {"summary": rule.fix_summary, "pins": list(rule.fix_pins)},
+        "references": list(rule.references),
+        "repro": rule.repro,
+    }
+
+
+def to_json(result: CheckResult) -> str:
+    failing = {f.rule.id for f in result.failing()}
+    counts = {v.value: sum(f.verdict is v for f in result.findings) for v in Verdict}
+    document = {
+        "schema": REPORT_SCHEMA_ID,
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "tool": {"name": "attn-doctor", "version": __version__},
+        "environment": result.environment.to_json_dict(),
+        "fail_on": result.fail_on,
+        "findings": [{**_finding_dict(f), "failing": f.rule.id in failing} for f in result.findings],
+        "problems": result.problems,
+        "summary": {**counts, "failing": len(failing)},
+        "exit_code": result.exit_code,
+    }
+    return json.dumps(document, indent=2)

@@ -1,0 +1,35 @@
+"""Markdown: a table of affected and unknown findings, for issues and PR comments."""
+
+from __future__ import annotations
+
+from attn_doctor.check import CheckResult
+from attn_doctor.engine.matcher import Verdict
+
+
+def to_markdown(result: CheckResult) -> str:
+    env = result.environment
+    out = [
+        "## attn-doctor check",
+        "",
+        f"Facts from: {', '.join(env.sources)}. Exit code {result.exit_code}.",
+        "",
+        "| verdict | severity | rule | fix | reference |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for finding in result.findings:
+        if finding.verdict is Verdict.NOT_AFFECTED:
+            continue
+        rule = finding.rule
+        verdict = f"ignored: {finding.ignored}" if finding.ignored else finding.verdict.value
+        out.append(
+            f"| {_md(verdict)} | {rule.severity} | `{rule.id}`: {_md(rule.title)} "
+            f"| {_md(rule.fix_summary)} | {rule.references[0]} |"
+        )
+    not_affected = sum(f.verdict is Verdict.NOT_AFFECTED for f in result.findings)
+    out += ["", f"{not_affected} more rules checked: not affected."]
+    out += [f"- input problem: {_md(problem)}" for problem in result.problems]
+    return "\n".join(out) + "\n"
+
+
+def _md(text: str) -> str:
+    return " ".join(text.replace("|", "\\|").split())

@@ -67,7 +67,7 @@ def build_environment(what_if: WhatIf, config: Config) -> tuple[Environment, lis
     from attn_doctor.facts import whatif  # packaging's requirement parser: only when asked for
 
     if what_if.env_file is not None:
-        env, problems = whatif.load_environment_file(what_if.env_file), []
+        env, problems = whatif.load_environment_file(what_if.env_file), list[str]()
     else:
         env, problems = probe_environment([str(path) for path in what_if.site_paths])
     for requirements in what_if.requirements:

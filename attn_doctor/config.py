@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attn_doctor._compat import tomllib
 from attn_doctor.engine.schema import FEATURES, SEVERITIES
 from attn_doctor.errors import InputError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 FAIL_ON_LEVELS = (*SEVERITIES, "never")
 _KEYS = {"gpus", "fail-on", "features", "ignore"}

@@ -74,11 +74,8 @@ def fake_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         bin_dir = tmp_path / "smi-bin"
         bin_dir.mkdir(exist_ok=True)
         script = bin_dir / "nvidia-smi"
-        reject = (
-            ""
-            if knows_compute_cap
-            else 'case "$1" in *compute_cap*) echo "Field \\"compute_cap\\" is not a valid field to query." >&2; exit 2;; esac\n'
-        )
+        old_driver = 'case "$1" in *compute_cap*) echo "Field is not valid" >&2; exit 2;; esac\n'
+        reject = "" if knows_compute_cap else old_driver
         script.write_text(f"#!/bin/sh\n{reject}cat <<'CSV'\n{rows}\nCSV\n")
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
         monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin:/bin")
@@ -97,7 +94,8 @@ def write_rule(folder: Path, rule_id: str, affects: str = "", **fields: str) -> 
     }
     values.update(fields)
     top = "\n".join(f"{key} = {value}" for key, value in values.items())
-    text = f'id = "{rule_id}"\n{top}\n\n[affects]\n{textwrap.dedent(affects)}\n\n[fix]\nsummary = "Upgrade."\npins = []\n'
+    fix = '[fix]\nsummary = "Upgrade."\npins = []\n'
+    text = f'id = "{rule_id}"\n{top}\n\n[affects]\n{textwrap.dedent(affects)}\n\n{fix}'
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{rule_id}.toml"
     path.write_text(text)

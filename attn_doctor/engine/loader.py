@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from attn_doctor._compat import tomllib
 from attn_doctor.engine.schema import Rule, parse_rule
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 MAX_RULE_BYTES = 256 * 1024
 

@@ -28,10 +28,10 @@ def test_wheel_ships_every_rule_and_installs(tmp_path: Path):
     assert shipped == source and len(source) >= 30
 
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, system_site_packages=True, with_pip=False)
+    venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", wheel],
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", wheel],
         check=True,
         capture_output=True,
         timeout=600,

@@ -35,7 +35,7 @@ def test_done_when_gemma2_cu_seqlens(site):
     [
         (SEED_A, ["transformers==4.44.0"], "affected"),
         (SEED_A, ["transformers==4.44.1"], "not-affected"),
-        (SEED_A, ["transformers==4.44.0.post1"], "affected"),  # a post release of the bad one
+        (SEED_A, ["transformers==4.44.0+internal.1"], "affected"),  # a local build of the bad one
         (SEED_D, ["transformers==4.51.0", "torch==2.6.0"], "affected"),
         (SEED_D, ["transformers==4.51.3", "torch==2.6.0"], "affected"),
         (SEED_D, ["transformers==4.52.1", "torch==2.6.0"], "not-affected"),
@@ -57,31 +57,12 @@ def test_seed_b_fla_rotary(site):
     assert newest[SEED_B] == "not-affected"  # fla-core is the same project under its other name
 
 
-def test_seed_c_needs_a_hopper_source_build(site):
-    hopper = verdicts(
-        "--path",
-        str(site.path),
-        "--gpu",
-        "H100",
-        "--feature",
-        "source_build",
-        "--feature",
-        "flash_attention_3",
-    )
-    ampere = verdicts(
-        "--path",
-        str(site.path),
-        "--gpu",
-        "A100",
-        "--feature",
-        "source_build",
-        "--feature",
-        "flash_attention_3",
-    )
-    no_build = verdicts("--path", str(site.path), "--gpu", "H100", "--feature", "flash_attention_3")
-    assert ampere[SEED_C] == "not-affected"
-    assert no_build[SEED_C] == "not-affected"
-    assert hopper[SEED_C] in ("affected", "unknown")
+def test_seed_c_is_about_source_builds(site, no_gpu):
+    """The build error does not depend on the local GPU (a build box often has none)."""
+    build = ["--path", str(site.path), "--feature", "source_build", "--feature", "flash_attention_3"]
+    assert verdicts(*build)[SEED_C] == "affected"
+    wheel_user = verdicts("--path", str(site.path), "--feature", "flash_attention_3")
+    assert wheel_user[SEED_C] == "not-affected"
 
 
 def test_installed_metadata_is_read_like_a_pin(site):

@@ -204,6 +204,53 @@ def probe(
     raise typer.Exit(EXIT_INPUT_ERROR if problems else 0)
 
 
+@app.command()
+@_one_line_errors
+def repro(
+    issue: Annotated[
+        str | None, typer.Argument(help="A rule id, a repro id, an upstream issue URL or owner/repo#N.")
+    ] = None,
+    list_repros: Annotated[bool, typer.Option("--list", help="List the bundled reproductions.")] = False,
+    run_all: Annotated[bool, typer.Option("--all", help="Run every reproduction.")] = False,
+    case: Annotated[str | None, typer.Option("--case", help="Run only this case.")] = None,
+    device: Annotated[
+        str, typer.Option("--device", help="auto (a GPU if NVML sees one), cuda or cpu.")
+    ] = "auto",
+    sanitizer: Annotated[
+        bool, typer.Option("--sanitizer", help="Run children under compute-sanitizer memcheck (GPU).")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds before a child counts as hung.")
+    ] = 300.0,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", help="Children at a time (default: one per case, <= CPUs).")
+    ] = 0,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="rich, json or markdown.")] = "rich",
+) -> None:
+    """Reproduce a known bug with the bundled reference kernels, each case in its own process."""
+    from attn_doctor.engine.loader import load_rules
+    from attn_doctor.repro import catalogue
+    from attn_doctor.repro.session import plan, run_plan
+
+    if list_repros:
+        for item in catalogue.REPROS:
+            cases = ", ".join(c.name for c in item.cases)
+            typer.echo(f"{item.id:<20} {item.title}  [{cases}]")
+        return
+    if output_format not in ("rich", "json", "markdown"):
+        raise InputError("--format", f"{output_format!r} is not one of rich, json, markdown")
+    if not run_all and issue is None:
+        raise InputError(
+            "repro", "name an issue (rule id, repro id, URL, owner/repo#N), or use --all / --list"
+        )
+    work = plan(None if run_all else issue, case, load_rules())
+    results, text = run_plan(
+        work, device=device, sanitizer=sanitizer, timeout_s=timeout, jobs=jobs, output_format=output_format
+    )
+    sys.stdout.write(text)
+    raise typer.Exit(0 if all(r.as_expected for r in results) else 1)
+
+
 @rules_app.command("list")
 @_one_line_errors
 def rules_list() -> None:

@@ -1,0 +1,60 @@
+"""Reports of repro runs: text, JSON and Markdown. Every row names the device, the versions
+and the exact command that runs the case again."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from attn_doctor import __version__
+from attn_doctor.repro.runner import CaseResult, Status
+
+
+def to_text(results: list[CaseResult]) -> str:
+    lines = []
+    for result in results:
+        mark = "✓" if result.as_expected else "✗"
+        expected = "bug expected" if result.expect_bug else "clean run expected"
+        lines.append(f"{mark} {result.repro} / {result.case}: {result.status.value} ({expected})")
+        lines.append(f"    {result.detail}")
+        if result.sanitizer:
+            lines.append(f"    compute-sanitizer: {result.sanitizer}")
+        versions = ", ".join(f"{name} {version}" for name, version in result.versions.items())
+        lines.append(f"    on {result.device}" + (f" with {versions}" if versions else ""))
+        lines.append(f"    rerun: {result.command}")
+    lines.append(summary(results))
+    return "\n".join(lines) + "\n"
+
+
+def summary(results: list[CaseResult]) -> str:
+    counts = {status: sum(r.status is status for r in results) for status in Status}
+    unexpected = sum(not r.as_expected for r in results)
+    parts = ", ".join(f"{n} {status.value}" for status, n in counts.items() if n)
+    return f"{len(results)} cases: {parts}; {unexpected} not as expected"
+
+
+def to_json(results: list[CaseResult]) -> str:
+    document = {
+        "schema": "attn-doctor/repro",
+        "schema_version": 1,
+        "tool": {"name": "attn-doctor", "version": __version__},
+        "results": [{**asdict(r), "status": r.status.value, "as_expected": r.as_expected} for r in results],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def to_markdown(results: list[CaseResult]) -> str:
+    rows = [
+        "| repro | case | verdict | expected | detail | device | rerun |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        detail = r.detail.replace("|", "\\|")
+        rows.append(
+            f"| {r.repro} | {r.case} | {r.status.value} | {'bug' if r.expect_bug else 'clean'} "
+            f"| {detail} | {r.device} | `{r.command}` |"
+        )
+    return "\n".join(["## attn-doctor repro", "", *rows, "", summary(results)]) + "\n"
+
+
+FORMATTERS = {"rich": to_text, "json": to_json, "markdown": to_markdown}

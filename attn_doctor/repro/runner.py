@@ -1,0 +1,239 @@
+"""Run repro cases in child processes and turn what they left behind into verdicts.
+
+A child may print a result line, raise, trip a device-side assert, fault, be killed by a signal,
+hang, or print megabytes of garbage: each becomes a verdict, and the next case still runs.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from attn_doctor.repro.catalogue import Case, Repro
+from attn_doctor.repro.child import RESULT_MARKER
+
+OUTPUT_TAIL_BYTES = 64 * 1024
+DEFAULT_TIMEOUT_S = 300.0
+
+# the messages that say "the bug happened" when a kernel or the runtime stops a run
+_SIGNATURES: tuple[tuple[str, str], ...] = (
+    (r"device-side assert triggered|Assertion .index out of bounds. failed", "device-side assert"),
+    (r"illegal memory access", "illegal memory access"),
+    (r"index out of bounds|index \S+ is out of bounds|out of range in self", "index out of bounds"),
+    (r"misaligned address", "misaligned address"),
+)
+_SANITIZER_ERROR = re.compile(
+    r"^=+ (Invalid __\w+__ (?:read|write)[^\n]*|[A-Z][^\n]*(?:error|Error)[^\n]*)\n"
+    r"(?:=+[^\n]*\n)*?=+\s+at (?P<kernel>[\w$.]+)",
+    re.M,
+)
+
+
+class Status(str, enum.Enum):
+    REPRODUCED = "REPRODUCED"
+    NOT_REPRODUCED = "NOT REPRODUCED"
+    SKIPPED = "SKIPPED"
+    ERROR = "ERROR"  # the harness could not tell: hung, printed garbage, failed in another way
+
+
+@dataclass
+class CaseResult:
+    repro: str
+    case: str
+    expect_bug: bool
+    status: Status
+    detail: str
+    device: str
+    versions: dict[str, str] = field(default_factory=dict)
+    command: str = ""
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    sanitizer: str | None = None
+
+    @property
+    def as_expected(self) -> bool:
+        wanted = Status.REPRODUCED if self.expect_bug else Status.NOT_REPRODUCED
+        return self.status in (wanted, Status.SKIPPED)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    device: str  # "cuda" or "cpu"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    sanitizer: bool = False
+    jobs: int = 1
+
+
+def child_command(repro: Repro, case: Case, device: str) -> list[str]:
+    return [sys.executable, "-m", "attn_doctor.repro.child", repro.module, case.name, device]
+
+
+def child_environment(device: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "CUDA_LAUNCH_BLOCKING": "1",
+        "TRITON_DEBUG": "1",
+        "PYTHONFAULTHANDLER": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+def rerun_command(repro: Repro, case: Case, device: str) -> str:
+    """The child's exact command line, with the environment it ran under."""
+    settings = "CUDA_LAUNCH_BLOCKING=1 TRITON_DEBUG=1" + (" TRITON_INTERPRET=1" if device == "cpu" else "")
+    return f"{settings} python -m attn_doctor.repro.child {shlex.join([repro.module, case.name, device])}"
+
+
+Work = tuple[Repro, Case, tuple[str, ...]]  # a case and its rule's symptom patterns
+
+
+def run_cases(work: list[Work], options: RunOptions) -> list[CaseResult]:
+    """Every case in its own process; up to ``options.jobs`` at a time, results in input order."""
+    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+        return list(pool.map(lambda item: run_case(*item, options), work))
+
+
+def run_case(repro: Repro, case: Case, symptoms: tuple[str, ...], options: RunOptions) -> CaseResult:
+    """One case; ``symptoms`` (the rule's own message patterns) also count as the bug showing."""
+    command = child_command(repro, case, options.device)
+    sanitizer = shutil.which("compute-sanitizer") if options.sanitizer and options.device == "cuda" else None
+    if sanitizer:
+        command = [sanitizer, "--tool", "memcheck", "--print-limit", "20", *command]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env=child_environment(options.device),
+            start_new_session=True,
+        )
+        timed_out = False
+        try:
+            process.wait(timeout=options.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(process)
+        stdout, stderr = _tail(out), _tail(err)
+    result = classify(process.returncode, stdout, stderr, timed_out, options, symptoms)
+    result.repro, result.case, result.expect_bug = repro.id, case.name, case.expect_bug
+    result.command = rerun_command(repro, case, options.device)
+    if sanitizer:
+        result.sanitizer = first_sanitizer_error(stdout + stderr) or "no memcheck errors"
+    return result
+
+
+def classify(
+    returncode: int | None,
+    stdout: str,
+    stderr: str,
+    timed_out: bool,
+    options: RunOptions,
+    symptoms: tuple[str, ...] = (),
+) -> CaseResult:
+    """What the child left behind -> a verdict. Public for tests: it is the heart of the runner."""
+
+    def result(status: Status, detail: str, data: dict[str, Any] | None = None) -> CaseResult:
+        data = data or {}
+        return CaseResult(
+            repro="",
+            case="",
+            expect_bug=False,
+            status=status,
+            detail=detail,
+            device=str(data.get("device", options.device)),
+            versions={str(k): str(v) for k, v in dict(data.get("versions") or {}).items()},
+            max_abs_error=data.get("max_abs_error"),
+            max_rel_error=data.get("max_rel_error"),
+        )
+
+    if timed_out:
+        return result(Status.ERROR, f"hung: no result within {options.timeout_s:g} s (killed)")
+    data = _result_line(stdout)
+    if data is not None:
+        outcome, detail = data.get("outcome"), " ".join(str(data.get("detail", "")).split())
+        if outcome == "match":
+            return result(Status.NOT_REPRODUCED, f"numbers match the float64 reference: {detail}", data)
+        if outcome == "mismatch":
+            return result(Status.REPRODUCED, f"numeric mismatch: {detail}", data)
+        if outcome == "refused":
+            return result(Status.REPRODUCED, f"index out of bounds (host-side check): {detail}", data)
+        if outcome == "skipped":
+            return result(Status.SKIPPED, detail, data)
+        if outcome == "exception":
+            signature = _signature(f"{detail}\n{stderr}", symptoms)
+            if signature:
+                return result(Status.REPRODUCED, f"{signature}: {detail}", data)
+            return result(Status.ERROR, f"failed in another way: {detail}", data)
+        return result(Status.ERROR, f"unreadable result line: outcome {outcome!r}", data)
+    signature = _signature(stderr, symptoms)
+    if signature:
+        return result(
+            Status.REPRODUCED, f"{signature} (the child died before reporting): {_last_line(stderr)}"
+        )
+    if returncode is not None and returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
+        return result(Status.REPRODUCED, f"the child was killed by {name}: {_last_line(stderr)}")
+    return result(Status.ERROR, f"no result (exit code {returncode}): {_last_line(stderr) or 'no output'}")
+
+
+def first_sanitizer_error(output: str) -> str | None:
+    match = _SANITIZER_ERROR.search(output)
+    if match is None:
+        return None
+    return f"{match.group(1).strip()} in {match['kernel']}"
+
+
+def _signature(text: str, symptoms: tuple[str, ...]) -> str | None:
+    for pattern, name in _SIGNATURES:
+        if re.search(pattern, text):
+            return name
+    for pattern in symptoms:
+        if re.search(pattern, text):
+            return "the rule's symptom"
+    return None
+
+
+def _result_line(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT_MARKER):
+            try:
+                data = json.loads(line[len(RESULT_MARKER) :])
+            except json.JSONDecodeError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _tail(handle: Any) -> str:
+    handle.seek(0, os.SEEK_END)
+    size = handle.tell()
+    handle.seek(max(0, size - OUTPUT_TAIL_BYTES))
+    return handle.read().decode("utf-8", errors="replace")
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        process.kill()
+    process.wait()

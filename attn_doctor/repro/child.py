@@ -20,10 +20,16 @@ RESULT_MARKER = "ATTN_DOCTOR_RESULT "
 
 
 def _versions() -> dict[str, str]:
-    import torch
-    import triton
+    """From metadata, so a broken install still yields a report."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    return {"torch": torch.__version__, "triton": triton.__version__}
+    found = {}
+    for name in ("torch", "triton", "transformers"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
 
 
 def _device_name(device: str) -> str:
@@ -36,9 +42,9 @@ def _device_name(device: str) -> str:
 
 def main(argv: list[str]) -> int:
     module_name, case, device = argv
-    result: dict[str, Any] = {"device": device}
+    result: dict[str, Any] = {"device": device, "versions": _versions()}
     try:
-        result.update(device=_device_name(device), versions=_versions())
+        result.update(device=_device_name(device))
         module = importlib.import_module(module_name)
         result.update(module.run_case(case, device))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which classifies it

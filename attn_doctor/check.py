@@ -64,7 +64,26 @@ def build_environment(what_if: WhatIf, config: Config) -> tuple[Environment, lis
 
     Raises InputError for a bad what-if input: those are the user's own arguments.
     """
-    from attn_doctor.facts import whatif  # packaging's requirement parser: only when asked for
+    if what_if.env_file is None and not what_if.requirements and not what_if.pins:
+        env, problems = probe_environment([str(path) for path in what_if.site_paths])
+    else:
+        env, problems = _declared_environment(what_if)
+    targets = what_if.gpus or config.gpus
+    if targets:
+        env.gpus = [gpus.target_gpu(spec) for spec in targets]
+        env.gpu_source = "target"
+    features = what_if.features if what_if.features is not None else config.features
+    if features is not None:
+        env.features = features
+    return env, problems
+
+
+def _declared_environment(what_if: WhatIf) -> tuple[Environment, list[str]]:
+    """Facts from --env-file, --requirements and --pin, over the probe where there is no env file.
+
+    The only place that imports whatif (packaging's requirement parser: a twentieth of `check`).
+    """
+    from attn_doctor.facts import whatif
 
     if what_if.env_file is not None:
         env, problems = whatif.load_environment_file(what_if.env_file), list[str]()
@@ -78,13 +97,6 @@ def build_environment(what_if: WhatIf, config: Config) -> tuple[Environment, lis
             package = whatif.parse_pin(pin)
             pinned[package.name] = package
         env = env.with_packages(pinned, "--pin " + " ".join(what_if.pins))
-    targets = what_if.gpus or config.gpus
-    if targets:
-        env.gpus = [gpus.target_gpu(spec) for spec in targets]
-        env.gpu_source = "target"
-    features = what_if.features if what_if.features is not None else config.features
-    if features is not None:
-        env.features = features
     return env, problems
 
 

@@ -149,7 +149,7 @@ def check(
         env_file=env_file, site_paths=path, requirements=requirements, pins=pin, gpus=gpu, features=feature
     )
     env, probe_problems = checking.build_environment(what_if, project)
-    ruleset = load_rules([database_path(), *rules])
+    ruleset = load_rules([database_path(), *rules], trust_database=True)
     result = checking.run_check(env, ruleset, project, fail_on, fail_on_unknown, probe_problems)
     _print_report(result, output_format, verbose)
     for problem in result.problems:

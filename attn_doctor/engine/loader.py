@@ -41,29 +41,34 @@ def database_path() -> Path:
     return Path(__file__).resolve().parents[2] / "rules"
 
 
-def load_rules(paths: list[Path] | None = None) -> RuleSet:
-    """Rules from the database, or from ``paths`` (files or folders of ``*.toml``)."""
+def load_rules(paths: list[Path] | None = None, *, trust_database: bool = False) -> RuleSet:
+    """Rules from the database, or from ``paths`` (files or folders of ``*.toml``).
+
+    ``trust_database`` skips compiling the shipped database's symptom patterns (`check` does not
+    use them); user rule files are always validated in full.
+    """
+    database = database_path()
     ruleset = RuleSet()
-    for path in paths if paths is not None else [database_path()]:
-        ruleset.extend(_load_path(path))
+    for path in paths if paths is not None else [database]:
+        ruleset.extend(_load_path(path, compile_symptoms=not (trust_database and path == database)))
     return ruleset
 
 
-def _load_path(path: Path) -> RuleSet:
+def _load_path(path: Path, compile_symptoms: bool) -> RuleSet:
     if path.is_dir():
         files = sorted(path.glob("*.toml"))
         if not files:
             return RuleSet(problems=[f"{path}: no *.toml rule files"])
         ruleset = RuleSet()
         for file in files:
-            ruleset.extend(_load_file(file))
+            ruleset.extend(_load_file(file, compile_symptoms))
         return ruleset
     if path.is_file():
-        return _load_file(path)
+        return _load_file(path, compile_symptoms)
     return RuleSet(problems=[f"{path}: no such rule file or folder"])
 
 
-def _load_file(path: Path) -> RuleSet:
+def _load_file(path: Path, compile_symptoms: bool) -> RuleSet:
     try:
         raw = path.read_bytes()[: MAX_RULE_BYTES + 1]
     except OSError as exc:
@@ -76,7 +81,7 @@ def _load_file(path: Path) -> RuleSet:
         return RuleSet(problems=[f"{path}: not UTF-8 text"])
     except tomllib.TOMLDecodeError as exc:
         return RuleSet(problems=[f"{path}: not valid TOML: {exc}"])
-    parsed = parse_rule(data, expected_id=path.stem, path=str(path))
+    parsed = parse_rule(data, expected_id=path.stem, path=str(path), compile_symptoms=compile_symptoms)
     if isinstance(parsed, Rule):
         return RuleSet(rules=[parsed])
     return RuleSet(problems=[f"{path}: {line}" for line in parsed])

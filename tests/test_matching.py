@@ -154,3 +154,19 @@ def test_unpinned_requirement_is_unknown(tmp_path, site):
     finding = verdict(tmp_path / "rules", site, "-r", requirements)["test-tf"]
     assert finding["verdict"] == "unknown"
     assert "requirements.txt:1" in finding["reasons"][0]["text"]
+
+
+@pytest.mark.parametrize(
+    ("distribution", "version", "name"),
+    [
+        ("flash_attn_3", "3.0.0b1", "flash-attn-3"),
+        ("flashattn-hopper", "3.0.0b1", "flash-attn-3"),
+        ("flash_attn", "3.0.0b1", "flash-attn-3"),  # early FA3 builds took FA2's name
+        ("flash_attn", "2.7.4.post1", "flash-attn"),
+        ("fla-core", "0.3.2", "flash-linear-attention"),
+    ],
+)
+def test_fa3_and_fla_names(site, distribution, version, name):
+    site.install(distribution, version)
+    facts = json.loads(cli("probe", "--json", "--path", site.path).stdout)
+    assert facts["packages"][name]["version"] == version

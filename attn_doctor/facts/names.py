@@ -43,3 +43,12 @@ def rule_name(distribution: str) -> str:
     """The name under which rules refer to ``distribution``."""
     canonical = re.sub(r"[-_.]+", "-", distribution).lower()  # PEP 503
     return ALIASES.get(canonical, canonical)
+
+
+def installed_name(distribution: str, version: str | None) -> str:
+    """``rule_name``, except that FA3's early builds installed as ``flash_attn`` 3.x (Dao-AILab/
+    flash-attention#1481): those are FA3, not FA2."""
+    name = rule_name(distribution)
+    if name == "flash-attn" and version and version.split(".", 1)[0] == "3":
+        return "flash-attn-3"
+    return name

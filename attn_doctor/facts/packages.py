@@ -14,7 +14,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from attn_doctor.facts.model import Package, TorchBuild
-from attn_doctor.facts.names import WATCHED, rule_name
+from attn_doctor.facts.names import WATCHED, installed_name, rule_name
 
 _METADATA_SUFFIXES = (".dist-info", ".egg-info")
 _TORCH_VERSION_LINE = re.compile(
@@ -49,6 +49,9 @@ def find_installed(paths: Iterable[str]) -> tuple[dict[str, Package], TorchBuild
             Version(version)
         except InvalidVersion:
             problems.append(f"{folder}: unparsable version {version!r}")
+        name = installed_name(distribution_stem, version)
+        if name in packages:
+            continue
         packages[name] = Package(
             name=name,
             version=version,

@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from attn_doctor.errors import InputError
 from attn_doctor.facts.model import Environment, Package
-from attn_doctor.facts.names import rule_name
+from attn_doctor.facts.names import installed_name, rule_name
 
 MAX_INPUT_BYTES = 16 * 1024 * 1024
 MAX_INCLUDE_DEPTH = 10
@@ -32,7 +32,10 @@ def parse_pin(text: str) -> Package:
         raise InputError(source, "expected NAME==VERSION, e.g. transformers==4.44.0")
     _check_version(match["version"], source)
     return Package(
-        name=rule_name(match["name"]), version=match["version"], distribution=match["name"], origin="--pin"
+        name=installed_name(match["name"], match["version"]),
+        version=match["version"],
+        distribution=match["name"],
+        origin="--pin",
     )
 
 
@@ -78,7 +81,6 @@ def _requirement_line(line: str, origin: str) -> Package | None:
         raise InputError(origin, f"not a requirement: {str(exc).splitlines()[0]}") from None
     if requirement.marker is not None and not requirement.marker.evaluate():
         return None
-    name = rule_name(requirement.name)
     version: str | None = None
     if requirement.url:
         version = _version_from_url(requirement.url)
@@ -91,7 +93,12 @@ def _requirement_line(line: str, origin: str) -> Package | None:
         ):
             version = specifiers[0].version
             _check_version(version, origin)
-    return Package(name=name, version=version, distribution=requirement.name, origin=origin)
+    return Package(
+        name=installed_name(requirement.name, version),
+        version=version,
+        distribution=requirement.name,
+        origin=origin,
+    )
 
 
 def _version_from_url(url: str) -> str | None:

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from attn_doctor.repro.catalogue import Case, Repro
 from attn_doctor.repro.child import RESULT_MARKER
@@ -104,7 +104,7 @@ Work = tuple[Repro, Case, tuple[str, ...]]  # a case and its rule's symptom patt
 def run_cases(work: list[Work], options: RunOptions) -> list[CaseResult]:
     """Every case in its own process; up to ``options.jobs`` at a time, results in input order."""
     with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        return list(pool.map(lambda item: run_case(*item, options), work))
+        return list(pool.map(lambda item: run_case(item[0], item[1], item[2], options), work))
 
 
 def run_case(repro: Repro, case: Case, symptoms: tuple[str, ...], options: RunOptions) -> CaseResult:
@@ -224,7 +224,7 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _tail(handle: Any) -> str:
+def _tail(handle: IO[bytes]) -> str:
     handle.seek(0, os.SEEK_END)
     size = handle.tell()
     handle.seek(max(0, size - OUTPUT_TAIL_BYTES))

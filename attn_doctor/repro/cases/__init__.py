@@ -1,0 +1,5 @@
+"""One module per repro: ``run_case(case, device) -> dict`` runs inside a child process.
+
+The dict has ``outcome`` (match, mismatch, refused, skipped) and ``detail``; anything raised
+is reported by the child as an exception and classified by the runner.
+"""

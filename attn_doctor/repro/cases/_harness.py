@@ -1,0 +1,36 @@
+"""What every case needs: a fresh seeded generator, and its outcome as the child reports it."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import torch
+
+from attn_doctor.kernels.numerics import compare
+
+DTYPE = torch.float16  # the same on the CPU interpreter and the GPU, so verdicts can agree
+
+
+def generator(device: str) -> tuple[torch.Generator, int]:
+    """Fresh random inputs every run, never zeros; the seed goes into the detail to replay."""
+    seed = random.SystemRandom().randrange(2**31)
+    return torch.Generator(device=device).manual_seed(seed), seed
+
+
+def randn(*shape: int, gen: torch.Generator, device: str) -> torch.Tensor:
+    return torch.randn(*shape, generator=gen, device=device, dtype=torch.float32).to(DTYPE)
+
+
+def compared(output: torch.Tensor, reference: torch.Tensor, seed: int, note: str = "") -> dict[str, Any]:
+    result = compare(output, reference, DTYPE)
+    return {
+        "outcome": "match" if result.ok else "mismatch",
+        "detail": f"{note}{result.describe()} (fp16, seed {seed})",
+        "max_abs_error": result.max_abs_error,
+        "max_rel_error": result.max_rel_error,
+    }
+
+
+def refused(error: Exception) -> dict[str, Any]:
+    return {"outcome": "refused", "detail": str(error)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import cli, write_rule
+from support import cli, write_rule
 
 
 def assert_one_line_error(result, *needles: str) -> str:

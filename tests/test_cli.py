@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from conftest import cli
+from support import cli
 
 from attn_doctor import __version__
 

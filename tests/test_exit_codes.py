@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import cli, write_rule
+from support import cli, write_rule
 
 
 def test_clean_environment_exits_0(site, no_gpu):

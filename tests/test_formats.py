@@ -10,8 +10,8 @@ from xml.etree import ElementTree
 
 import jsonschema
 import pytest
-from conftest import cli
 from referencing import Registry, Resource
+from support import cli
 
 SCHEMAS = resources.files("attn_doctor") / "schemas"
 AFFECTED_ARGS = ["--pin", "transformers==4.44.0", "--pin", "torch==2.4.0+cu121", "--gpu", "T4"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import cli, write_rule
+from support import cli, write_rule
 
 
 def verdict(rules_dir, site, *args: str) -> dict:

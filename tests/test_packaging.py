@@ -8,7 +8,7 @@ import venv
 import zipfile
 from pathlib import Path
 
-from conftest import REPO
+from support import REPO
 
 
 def test_wheel_ships_every_rule_and_installs(tmp_path: Path):

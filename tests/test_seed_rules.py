@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import cli
+from support import cli
 
 
 def verdicts(*args: str) -> dict[str, str]:

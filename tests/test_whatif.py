@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import cli
+from support import cli
 
 from attn_doctor.facts.whatif import parse_requirements
 

@@ -1,0 +1,53 @@
+"""`attn-doctor repro` end to end on this machine's device (the interpreter on a CPU): every seed's
+buggy configuration reproduces and its fixed configuration passes the numeric check."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from support import cli
+
+from attn_doctor.repro.catalogue import REPROS
+
+
+@pytest.fixture(scope="module")
+def all_results() -> dict:
+    result = cli("repro", "--all", "--format", "json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    return {(r["repro"], r["case"]): r for r in json.loads(result.stdout)["results"]}
+
+
+def test_every_case_ran(all_results):
+    assert set(all_results) == {(repro.id, case.name) for repro in REPROS for case in repro.cases}
+
+
+@pytest.mark.parametrize(("repro", "case"), [(r.id, c.name) for r in REPROS for c in r.cases])
+def test_buggy_reproduces_and_fixed_passes(all_results, repro, case):
+    result = all_results[(repro, case)]
+    wanted = "REPRODUCED" if result["expect_bug"] else "NOT REPRODUCED"
+    assert result["status"] == wanted, result["detail"]
+    assert result["device"] and result["versions"]["torch"] and result["command"]
+    if not result["expect_bug"]:
+        assert result["max_abs_error"] is not None and "within" in result["detail"]
+
+
+@pytest.mark.parametrize("name", [
+    "gemma2-fa2-cu-seqlens",                                       # a rule id
+    "huggingface/transformers#32487",                              # owner/repo#N of a cited PR
+    "https://github.com/huggingface/transformers/issues/32487",    # issue and pull share numbers
+])
+def test_aliases_resolve_to_the_seed_a_repro(name):
+    result = cli("repro", name, "--case", "fixed", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    (only,) = json.loads(result.stdout)["results"]
+    assert only["repro"] == "varlen-cu-seqlens" and only["status"] == "NOT REPRODUCED"
+
+
+def test_list_and_bad_names():
+    listing = cli("repro", "--list").stdout
+    assert all(repro.id in listing for repro in REPROS)
+    assert cli("repro", "no-such-thing").exit_code == 2
+    assert cli("repro", "gemma2-fa2-cu-seqlens", "--case", "nope").exit_code == 2
+    assert cli("repro", "triton-requires-sm70").exit_code == 2  # a rule with no bundled repro
+    assert cli("repro", "--all", "--device", "tpu").exit_code == 2

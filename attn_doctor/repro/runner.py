@@ -79,7 +79,7 @@ def child_command(repro: Repro, case: Case, device: str) -> list[str]:
     return [sys.executable, "-m", "attn_doctor.repro.child", repro.module, case.name, device]
 
 
-def child_environment(device: str) -> dict[str, str]:
+def child_environment(device: str, sanitizer: bool = False) -> dict[str, str]:
     env = {
         **os.environ,
         "CUDA_LAUNCH_BLOCKING": "1",
@@ -89,12 +89,16 @@ def child_environment(device: str) -> dict[str, str]:
     }
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
+    if sanitizer:  # memcheck must see the bad access itself, not a device assert in front of it
+        env["ATTN_DOCTOR_KERNEL_DEBUG"] = "0"
     return env
 
 
-def rerun_command(repro: Repro, case: Case, device: str) -> str:
+def rerun_command(repro: Repro, case: Case, device: str, sanitizer: bool = False) -> str:
     """The child's exact command line, with the environment it ran under."""
     settings = "CUDA_LAUNCH_BLOCKING=1 TRITON_DEBUG=1" + (" TRITON_INTERPRET=1" if device == "cpu" else "")
+    if sanitizer:
+        settings += " ATTN_DOCTOR_KERNEL_DEBUG=0 compute-sanitizer --tool memcheck"
     return f"{settings} python -m attn_doctor.repro.child {shlex.join([repro.module, case.name, device])}"
 
 
@@ -119,7 +123,7 @@ def run_case(repro: Repro, case: Case, symptoms: tuple[str, ...], options: RunOp
             stdout=out,
             stderr=err,
             stdin=subprocess.DEVNULL,
-            env=child_environment(options.device),
+            env=child_environment(options.device, sanitizer=sanitizer is not None),
             start_new_session=True,
         )
         timed_out = False
@@ -131,9 +135,12 @@ def run_case(repro: Repro, case: Case, symptoms: tuple[str, ...], options: RunOp
         stdout, stderr = _tail(out), _tail(err)
     result = classify(process.returncode, stdout, stderr, timed_out, options, symptoms)
     result.repro, result.case, result.expect_bug = repro.id, case.name, case.expect_bug
-    result.command = rerun_command(repro, case, options.device)
+    result.command = rerun_command(repro, case, options.device, sanitizer=sanitizer is not None)
     if sanitizer:
-        result.sanitizer = first_sanitizer_error(stdout + stderr) or "no memcheck errors"
+        found = first_sanitizer_error(stdout + stderr)
+        result.sanitizer = found or "no memcheck errors"
+        if found and result.status is not Status.REPRODUCED:
+            result.status, result.detail = Status.REPRODUCED, f"compute-sanitizer: {found}; {result.detail}"
     return result
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from typing import Any
 
@@ -10,6 +11,9 @@ import torch
 from attn_doctor.kernels.numerics import compare
 
 DTYPE = torch.float16  # the same on the CPU interpreter and the GPU, so verdicts can agree
+# Kernels run with their device asserts, except under compute-sanitizer: there the bad access
+# itself must happen for memcheck to name it.
+DEBUG = os.environ.get("ATTN_DOCTOR_KERNEL_DEBUG", "1") != "0"
 
 
 def generator(device: str) -> tuple[torch.Generator, int]:

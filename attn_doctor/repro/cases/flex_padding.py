@@ -15,7 +15,7 @@ import torch
 from attn_doctor.kernels.block_sparse import block_sparse_attention, build_block_mask, reference
 from attn_doctor.kernels.errors import MetadataError
 from attn_doctor.kernels.numerics import compare
-from attn_doctor.repro.cases._harness import DTYPE, compared, generator, randn, refused
+from attn_doctor.repro.cases._harness import DEBUG, DTYPE, compared, generator, randn, refused
 
 BATCH, HEADS, HEAD_DIM, CACHED, NEW = 1, 4, 64, 256, 44
 
@@ -30,7 +30,7 @@ def run_case(case: str, device: str) -> dict[str, Any]:
     k, v = (randn(BATCH, HEADS, kv_len, HEAD_DIM, gen=gen, device=device) for _ in range(2))
     mask = build_block_mask(NEW, mask_kv_len, causal=True, device=device)
     try:
-        out = block_sparse_attention(q, k, v, mask, debug=True)
+        out = block_sparse_attention(q, k, v, mask, debug=DEBUG)
         if device == "cuda":
             torch.cuda.synchronize()
     except MetadataError as error:

@@ -12,7 +12,7 @@ import torch
 
 from attn_doctor.kernels.errors import MetadataError
 from attn_doctor.kernels.rotary import apply_rotary, reference
-from attn_doctor.repro.cases._harness import compared, generator, randn, refused
+from attn_doctor.repro.cases._harness import DEBUG, compared, generator, randn, refused
 
 BATCH, TOKENS, HEADS, HEAD_DIM = 2, 16, 4, 64
 
@@ -34,7 +34,7 @@ def run_case(case: str, device: str) -> dict[str, Any]:
     x = randn(BATCH, TOKENS, HEADS, HEAD_DIM, gen=gen, device=device)
     cos, sin = tables(rotary_dim, TOKENS, device)
     try:
-        out = apply_rotary(x, cos, sin, rotary_dim=rotary_dim, debug=True)
+        out = apply_rotary(x, cos, sin, rotary_dim=rotary_dim, debug=DEBUG)
         if device == "cuda":
             torch.cuda.synchronize()
     except MetadataError as error:

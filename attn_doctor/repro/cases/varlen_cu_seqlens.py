@@ -15,7 +15,7 @@ import torch
 from attn_doctor.kernels.errors import MetadataError
 from attn_doctor.kernels.unpad import gather_rows, unpad_indices
 from attn_doctor.kernels.varlen_attention import reference, varlen_attention
-from attn_doctor.repro.cases._harness import compared, generator, randn, refused
+from attn_doctor.repro.cases._harness import DEBUG, compared, generator, randn, refused
 
 BATCH, TOKENS, HEADS_Q, HEADS_KV, HEAD_DIM = 2, 8, 4, 2, 64
 
@@ -49,7 +49,7 @@ def _offset_position_ids(gen: torch.Generator, seed: int, device: str) -> dict[s
     k, v = (randn(total, HEADS_KV, HEAD_DIM, gen=gen, device=device) for _ in range(2))
     position_ids = torch.arange(3, 3 + TOKENS, device=device).repeat(BATCH, 1)
     cu_seqlens, max_seqlen = cu_seqlens_from_position_ids(position_ids)
-    out = varlen_attention(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, causal=True, debug=True)
+    out = varlen_attention(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, causal=True, debug=DEBUG)
     # what the dense path (4.44.1) computes: two causal sequences of 8 tokens
     intended = torch.arange(0, total + 1, TOKENS, device=device, dtype=torch.int32)
     expected = reference(q, k, v, intended, intended, causal=True, window=(-1, -1), softcap=0.0, scale=None)
@@ -61,7 +61,7 @@ def _four_d_mask(gen: torch.Generator, seed: int, device: str) -> dict[str, Any]
     mask_4d = causal.expand(BATCH, 1, TOKENS, TOKENS)
     indices, _, _ = unpad_indices(mask_4d)
     hidden = randn(BATCH, TOKENS, HEADS_Q * HEAD_DIM, gen=gen, device=device)
-    gathered = gather_rows(hidden, indices, debug=True)
+    gathered = gather_rows(hidden, indices, debug=DEBUG)
     if device == "cuda":
         torch.cuda.synchronize()
     return {
@@ -78,8 +78,8 @@ def _two_d_mask(gen: torch.Generator, seed: int, device: str) -> dict[str, Any]:
     indices, cu_seqlens, max_seqlen = unpad_indices(mask)
     q_padded = randn(BATCH, TOKENS, HEADS_Q, HEAD_DIM, gen=gen, device=device)
     k_padded, v_padded = (randn(BATCH, TOKENS, HEADS_KV, HEAD_DIM, gen=gen, device=device) for _ in range(2))
-    q, k, v = (gather_rows(t, indices, debug=True) for t in (q_padded, k_padded, v_padded))
-    out = varlen_attention(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, causal=True, debug=True)
+    q, k, v = (gather_rows(t, indices, debug=DEBUG) for t in (q_padded, k_padded, v_padded))
+    out = varlen_attention(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, causal=True, debug=DEBUG)
     expected = reference(
         q, k, v, cu_seqlens, cu_seqlens, causal=True, window=(-1, -1), softcap=0.0, scale=None
     )

@@ -11,11 +11,12 @@ from pathlib import Path
 
 from attn_doctor.config import Config
 from attn_doctor.engine.loader import RuleSet
-from attn_doctor.engine.matcher import Finding, Verdict, match
+from attn_doctor.engine.matcher import Finding, Verdict, match, with_probe
 from attn_doctor.engine.schema import SEVERITIES
 from attn_doctor.facts import gpus
 from attn_doctor.facts.model import Environment, Package
 from attn_doctor.facts.probe import probe_environment
+from attn_doctor.probes.observation import Observation
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT_ERROR = 0, 1, 2
 
@@ -106,14 +107,18 @@ def run_check(
     config: Config,
     fail_on: str | None,
     fail_on_unknown: bool = False,
-    probe_problems: list[str] | None = None,
+    fact_problems: list[str] | None = None,
+    observations: list[Observation] | None = None,
 ) -> CheckResult:
-    problems = [*ruleset.problems, *(probe_problems or [])]
+    """``observations`` (from live probes and source scans) override the versions' verdicts."""
+    problems = [*ruleset.problems, *(fact_problems or [])]
     known_ids = {rule.id for rule in ruleset.rules}
     for rule_id in config.ignore:
         if rule_id not in known_ids:
             problems.append(f"{config.path} [tool.attn-doctor.ignore]: no rule {rule_id!r}")
     findings = [match(rule, env, ignored=config.ignore.get(rule.id)) for rule in ruleset.rules]
+    observed = {item.rule: item for item in observations or []}
+    findings = [with_probe(f, observed[f.rule.id]) if f.rule.id in observed else f for f in findings]
     order = {Verdict.AFFECTED: 0, Verdict.UNKNOWN: 1, Verdict.NOT_AFFECTED: 2}
     findings.sort(key=lambda f: (order[f.verdict], SEVERITIES.index(f.rule.severity), f.rule.id))
     return CheckResult(
@@ -123,3 +128,27 @@ def run_check(
         problems=problems,
         fail_on_unknown=fail_on_unknown,
     )
+
+
+def observe(
+    env: Environment, live: bool, sources: list[Path], timeout_s: float
+) -> tuple[list[Observation], list[str]]:
+    """Observations from live probes (``--probe``) and source scans (``--source``), plus one problem
+    line per probe that failed (a crashing or hanging library is an input problem, exit 2)."""
+    observations: list[Observation] = []
+    problems: list[str] = []
+    if live:
+        from attn_doctor.probes.catalogue import PROBES
+        from attn_doctor.probes.observation import ProbeVerdict
+        from attn_doctor.probes.runner import run_probes
+
+        for run in run_probes(list(PROBES), env, timeout_s):
+            observations += run.observations
+            failed = {o.evidence for o in run.observations if o.verdict is ProbeVerdict.ERROR}
+            problems += [f"probe {run.probe.id} ({run.command}): {evidence}" for evidence in sorted(failed)]
+    if sources:
+        from attn_doctor.probes.fa3_source import scan_source
+
+        for source in sources:
+            observations += scan_source(source)
+    return observations, problems

@@ -134,6 +134,17 @@ def check(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show facts and why each rule matched.")
     ] = False,
+    live_probes: Annotated[
+        bool,
+        typer.Option("--probe", help="Also run the live probes: the installed libraries' own code paths."),
+    ] = False,
+    probe_timeout: Annotated[
+        float, typer.Option("--probe-timeout", help="Seconds before a probe counts as hung.")
+    ] = 120.0,
+    source: Annotated[
+        list[Path],
+        typer.Option("--source", help="Scan a flash-attention checkout before building it (repeatable)."),
+    ] = [],  # noqa: B006
 ) -> None:
     """Check this machine (or a target) against the rules database of known-bad combinations."""
     from attn_doctor import check as checking
@@ -148,9 +159,12 @@ def check(
     what_if = checking.WhatIf(
         env_file=env_file, site_paths=path, requirements=requirements, pins=pin, gpus=gpu, features=feature
     )
-    env, probe_problems = checking.build_environment(what_if, project)
+    env, fact_problems = checking.build_environment(what_if, project)
     ruleset = load_rules([database_path(), *rules], trust_database=True)
-    result = checking.run_check(env, ruleset, project, fail_on, fail_on_unknown, probe_problems)
+    observations, observe_problems = checking.observe(env, live_probes, source, probe_timeout)
+    result = checking.run_check(
+        env, ruleset, project, fail_on, fail_on_unknown, [*fact_problems, *observe_problems], observations
+    )
     _print_report(result, output_format, verbose)
     for problem in result.problems:
         _error(problem)
@@ -243,9 +257,15 @@ def repro(
         raise InputError(
             "repro", "name an issue (rule id, repro id, URL, owner/repo#N), or use --all / --list"
         )
-    work = plan(None if run_all else issue, case, load_rules())
+    work, probes = plan(None if run_all else issue, case, load_rules())
     results, text = run_plan(
-        work, device=device, sanitizer=sanitizer, timeout_s=timeout, jobs=jobs, output_format=output_format
+        work,
+        probes,
+        device=device,
+        sanitizer=sanitizer,
+        timeout_s=timeout,
+        jobs=jobs,
+        output_format=output_format,
     )
     sys.stdout.write(text)
     raise typer.Exit(0 if all(r.as_expected for r in results) else 1)

@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one call on the device machine; logs and JSON land in $OUT.
-#   bash benchmarks/gpu_suite.sh
+# Everything that needs a GPU, on the device machine, in two stages that each fit one call;
+# logs and JSON land in $OUT.
+#   bash benchmarks/gpu_suite.sh tests   # kernel and repro tests on the GPU
+#   bash benchmarks/gpu_suite.sh bench   # repro --all (+ sanitizer), wall times, throughput, check
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/attn-doctor-gpu}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
-python3 -m pytest tests/kernels tests/test_repro_runner.py tests/test_repro_cli.py -q -p no:cacheprovider \
-  2>&1 | tee "$OUT/pytest.log" | tail -3
-python3 -m attn_doctor repro --all --format json > "$OUT/repro.json"
-python3 -m attn_doctor repro --all | tail -1
-python3 -m attn_doctor repro --all --sanitizer --format json > "$OUT/sanitizer.json"
-python3 -c "import json; [print(r['repro'], r['case'], r['status'], '|', r['sanitizer']) for r in json.load(open('$OUT/sanitizer.json'))['results']]"
-python3 benchmarks/repro_wall_time.py --warm-runs 3 | tee "$OUT/repro_wall.txt"
-python3 benchmarks/varlen_throughput.py | tee "$OUT/varlen.txt"
-python3 benchmarks/check_vs_collect_env.py --runs 5 | tee "$OUT/check.txt"
+case "${1:-}" in
+tests)
+  timeout 560 python3 -m pytest tests/kernels tests/test_repro_runner.py tests/test_repro_cli.py -v -p no:cacheprovider \
+    --durations=10 2>&1 | tee "$OUT/pytest.log" | grep -v PASSED | tail -30
+  ;;
+bench)
+  python3 -m attn_doctor repro --all --format json > "$OUT/repro.json"
+  python3 -m attn_doctor repro --all | tail -1
+  python3 -m attn_doctor repro --all --sanitizer --format json > "$OUT/sanitizer.json"
+  python3 -c "import json; [print(r['repro'], r['case'], r['status'], '|', r['sanitizer']) for r in json.load(open('$OUT/sanitizer.json'))['results']]"
+  python3 benchmarks/repro_wall_time.py --warm-runs 3 | tee "$OUT/repro_wall.txt"
+  python3 benchmarks/varlen_throughput.py | tee "$OUT/varlen.txt"
+  python3 benchmarks/check_vs_collect_env.py --runs 5 | tee "$OUT/check.txt"
+  ;;
+*)
+  echo "usage: gpu_suite.sh tests|bench" >&2
+  exit 2
+  ;;
+esac

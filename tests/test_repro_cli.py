@@ -32,11 +32,14 @@ def test_buggy_reproduces_and_fixed_passes(all_results, repro, case):
         assert result["max_abs_error"] is not None and "within" in result["detail"]
 
 
-@pytest.mark.parametrize("name", [
-    "gemma2-fa2-cu-seqlens",                                       # a rule id
-    "huggingface/transformers#32487",                              # owner/repo#N of a cited PR
-    "https://github.com/huggingface/transformers/issues/32487",    # issue and pull share numbers
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gemma2-fa2-cu-seqlens",  # a rule id
+        "huggingface/transformers#32487",  # owner/repo#N of a cited PR
+        "https://github.com/huggingface/transformers/issues/32487",  # issue and pull share numbers
+    ],
+)
 def test_aliases_resolve_to_the_seed_a_repro(name):
     result = cli("repro", name, "--case", "fixed", "--format", "json")
     assert result.exit_code == 0, result.stderr

@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from attn_doctor.engine.schema import Rule
 from attn_doctor.facts.model import Environment
+from attn_doctor.probes.observation import Observation, ProbeVerdict
 
 
 class Verdict(str, enum.Enum):
@@ -33,21 +34,35 @@ class Reason:
 @dataclass(frozen=True)
 class Finding:
     rule: Rule
-    verdict: Verdict
+    verdict: Verdict  # the versions' verdict, or the probe's where a probe gave one
     reasons: tuple[Reason, ...]
     ignored: str | None = None  # the reason given in [tool.attn-doctor.ignore]
+    probe: Observation | None = None
+
+    @property
+    def version_verdict(self) -> Verdict:
+        """What the facts alone say, before any probe."""
+        return _verdict_of(self.reasons)
 
 
 def match(rule: Rule, env: Environment, ignored: str | None = None) -> Finding:
     reasons = tuple(_conditions(rule, env))
+    return Finding(rule=rule, verdict=_verdict_of(reasons), reasons=reasons, ignored=ignored)
+
+
+def with_probe(finding: Finding, observation: Observation) -> Finding:
+    """A probe that saw the code path decide overrides the versions; a skipped or failed one does not."""
+    decided = {ProbeVerdict.AFFECTED: Verdict.AFFECTED, ProbeVerdict.NOT_AFFECTED: Verdict.NOT_AFFECTED}
+    return replace(finding, verdict=decided.get(observation.verdict, finding.verdict), probe=observation)
+
+
+def _verdict_of(reasons: tuple[Reason, ...]) -> Verdict:
     outcomes = [reason.holds for reason in reasons]
     if False in outcomes:
-        verdict = Verdict.NOT_AFFECTED
-    elif None in outcomes:
-        verdict = Verdict.UNKNOWN
-    else:
-        verdict = Verdict.AFFECTED
-    return Finding(rule=rule, verdict=verdict, reasons=reasons, ignored=ignored)
+        return Verdict.NOT_AFFECTED
+    if None in outcomes:
+        return Verdict.UNKNOWN
+    return Verdict.AFFECTED
 
 
 def _conditions(rule: Rule, env: Environment) -> list[Reason]:

@@ -243,8 +243,26 @@ _CONFIGS = [
         (64, 128, 4, 2),
     ]
 ]
+
+
+def _fitting_configs(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
+    """Tiles that fit the head dim: 128x256 fp32 tiles spill registers and take ptxas minutes per
+    config, so large head dims (and fp32) get narrower tiles, as flash-attn picks for hdim 256."""
+    head_dim = int(kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM", 128)))  # type: ignore[call-overload]
+    wide = named_args["Q"].element_size() > 2
+    fitting = [
+        c
+        for c in configs
+        if c.kwargs["BLOCK_M"] * head_dim <= 128 * 128
+        and c.kwargs["BLOCK_N"] * head_dim <= (64 if wide else 128) * 128
+    ]
+    return fitting or [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+
+
 # dtypes are part of the autotuner's key already; causal/window/softcap reuse the head dim's winner
-_varlen_fwd_tuned = triton.autotune(configs=_CONFIGS, key=["HEAD_DIM"])(_varlen_fwd)
+_varlen_fwd_tuned = triton.autotune(
+    configs=_CONFIGS, key=["HEAD_DIM"], prune_configs_by={"early_config_prune": _fitting_configs}
+)(_varlen_fwd)
 _varlen_fwd_debug = triton.jit(debug=True)(_varlen_fwd.fn)
 _DEBUG_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
 # the interpreter runs one program at a time in numpy: small tiles, several KV blocks per sequence

@@ -21,6 +21,8 @@ def _finding_dict(finding: Finding) -> dict[str, Any]:
         "severity": rule.severity,
         "component": rule.component,
         "verdict": finding.verdict.value,
+        "version_verdict": finding.version_verdict.value,
+        "probe": finding.probe.to_json() if finding.probe else None,
         "ignored": finding.ignored,
         "reasons": [{"condition": r.condition, "holds": r.holds, "text": r.text} for r in finding.reasons],
         "summary": rule.summary,

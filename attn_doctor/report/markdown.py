@@ -21,6 +21,8 @@ def to_markdown(result: CheckResult) -> str:
             continue
         rule = finding.rule
         verdict = f"ignored: {finding.ignored}" if finding.ignored else finding.verdict.value
+        if finding.probe is not None:
+            verdict += f" ({finding.probe.verdict.value}: {finding.probe.evidence})"
         out.append(
             f"| {_md(verdict)} | {rule.severity} | `{rule.id}`: {_md(rule.title)} "
             f"| {_md(rule.fix_summary)} | {rule.references[0]} |"

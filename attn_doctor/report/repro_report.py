@@ -9,12 +9,14 @@ from dataclasses import asdict
 from attn_doctor import __version__
 from attn_doctor.repro.runner import CaseResult, Status
 
+_EXPECTED = {True: "bug expected", False: "clean run expected", None: "live probe: either way"}
+
 
 def to_text(results: list[CaseResult]) -> str:
     lines = []
     for result in results:
         mark = "✓" if result.as_expected else "✗"
-        expected = "bug expected" if result.expect_bug else "clean run expected"
+        expected = _EXPECTED[result.expect_bug]
         lines.append(f"{mark} {result.repro} / {result.case}: {result.status.value} ({expected})")
         lines.append(f"    {result.detail}")
         if result.sanitizer:
@@ -51,7 +53,7 @@ def to_markdown(results: list[CaseResult]) -> str:
     for r in results:
         detail = r.detail.replace("|", "\\|")
         rows.append(
-            f"| {r.repro} | {r.case} | {r.status.value} | {'bug' if r.expect_bug else 'clean'} "
+            f"| {r.repro} | {r.case} | {r.status.value} | {_EXPECTED[r.expect_bug]} "
             f"| {detail} | {r.device} | `{r.command}` |"
         )
     return "\n".join(["## attn-doctor repro", "", *rows, "", summary(results)]) + "\n"

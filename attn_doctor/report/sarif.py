@@ -76,6 +76,8 @@ def _sarif_result(finding: Finding, rule_index: int) -> dict[str, Any]:
         "message": {"text": f"{prefix}{rule.title}. Fix: {rule.fix_summary}"},
         "properties": {"verdict": finding.verdict.value},
     }
+    if finding.probe is not None:
+        entry["properties"]["probe"] = finding.probe.to_json()
     location = requirement_location(finding)
     if location is not None:
         file, line = location

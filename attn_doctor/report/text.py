@@ -34,7 +34,9 @@ def render_lines(result: CheckResult, verbose: bool = False) -> list[Line]:
         lines.append(
             _area_line(component, env, [f for f in result.findings if f.rule.component == component])
         )
-    shown = [f for f in result.findings if verbose or f.verdict is not Verdict.NOT_AFFECTED]
+    shown = [
+        f for f in result.findings if verbose or f.probe is not None or f.verdict is not Verdict.NOT_AFFECTED
+    ]
     if shown:
         lines.append(("", ""))
     for finding in shown:
@@ -100,6 +102,9 @@ def _finding_lines(finding: Finding, verbose: bool) -> list[Line]:
     lines: list[Line] = [
         (f"{mark} {rule.id} [{rule.severity}, {finding.verdict.value}]: {rule.title}", f"bold {style}")
     ]
+    if finding.probe is not None:
+        lines.append((f"    probe: {finding.probe.verdict.value}: {finding.probe.evidence}", "bold"))
+        lines.append((f"    versions alone: {finding.version_verdict.value}", "dim"))
     if finding.verdict is Verdict.UNKNOWN:
         missing = [r.text for r in finding.reasons if r.holds is None]
         lines.append((f"    unknown: {'; '.join(missing)}", "yellow"))

@@ -11,25 +11,11 @@ The parent reads the last ``ATTN_DOCTOR_RESULT {json}`` line. Anything can go wr
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 import traceback
 from typing import Any
 
-RESULT_MARKER = "ATTN_DOCTOR_RESULT "
-
-
-def _versions() -> dict[str, str]:
-    """From metadata, so a broken install still yields a report."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for name in ("torch", "triton", "transformers"):
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            continue
-    return found
+from attn_doctor.isolation import emit, installed_versions
 
 
 def _device_name(device: str) -> str:
@@ -42,7 +28,8 @@ def _device_name(device: str) -> str:
 
 def main(argv: list[str]) -> int:
     module_name, case, device = argv
-    result: dict[str, Any] = {"device": device, "versions": _versions()}
+    versions = installed_versions(("torch", "triton", "transformers"))
+    result: dict[str, Any] = {"device": device, "versions": versions}
     try:
         result.update(device=_device_name(device))
         module = importlib.import_module(module_name)
@@ -53,8 +40,7 @@ def main(argv: list[str]) -> int:
             detail=f"{type(exc).__name__}: {exc}",
             traceback=traceback.format_exc(limit=8),
         )
-    sys.stdout.write(RESULT_MARKER + json.dumps(result) + "\n")
-    sys.stdout.flush()
+    emit(result)
     return 0
 
 

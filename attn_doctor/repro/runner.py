@@ -7,23 +7,18 @@ hang, or print megabytes of garbage: each becomes a verdict, and the next case s
 from __future__ import annotations
 
 import enum
-import json
-import os
 import re
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
+from attn_doctor import isolation
+from attn_doctor.isolation import ChildOutput, last_line, run_child, signal_name
 from attn_doctor.repro.catalogue import Case, Repro
-from attn_doctor.repro.child import RESULT_MARKER
 
-OUTPUT_TAIL_BYTES = 64 * 1024
 DEFAULT_TIMEOUT_S = 300.0
 
 # the messages that say "the bug happened" when a kernel or the runtime stops a run
@@ -51,7 +46,7 @@ class Status(str, enum.Enum):
 class CaseResult:
     repro: str
     case: str
-    expect_bug: bool
+    expect_bug: bool | None  # None: a live probe of this installation, which may go either way
     status: Status
     detail: str
     device: str
@@ -63,6 +58,8 @@ class CaseResult:
 
     @property
     def as_expected(self) -> bool:
+        if self.expect_bug is None:
+            return self.status is not Status.ERROR
         wanted = Status.REPRODUCED if self.expect_bug else Status.NOT_REPRODUCED
         return self.status in (wanted, Status.SKIPPED)
 
@@ -80,13 +77,7 @@ def child_command(repro: Repro, case: Case, device: str) -> list[str]:
 
 
 def child_environment(device: str, sanitizer: bool = False) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "CUDA_LAUNCH_BLOCKING": "1",
-        "TRITON_DEBUG": "1",
-        "PYTHONFAULTHANDLER": "1",
-        "PYTHONUNBUFFERED": "1",
-    }
+    env = isolation.child_environment(TRITON_DEBUG="1")
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
     if sanitizer:  # memcheck must see the bad access itself, not a device assert in front of it
@@ -117,41 +108,21 @@ def run_case(repro: Repro, case: Case, symptoms: tuple[str, ...], options: RunOp
     sanitizer = shutil.which("compute-sanitizer") if options.sanitizer and options.device == "cuda" else None
     if sanitizer:
         command = [sanitizer, "--tool", "memcheck", "--print-limit", "20", *command]
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(
-            command,
-            stdout=out,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
-            env=child_environment(options.device, sanitizer=sanitizer is not None),
-            start_new_session=True,
-        )
-        timed_out = False
-        try:
-            process.wait(timeout=options.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(process)
-        stdout, stderr = _tail(out), _tail(err)
-    result = classify(process.returncode, stdout, stderr, timed_out, options, symptoms)
+    output = run_child(
+        command, child_environment(options.device, sanitizer=sanitizer is not None), options.timeout_s
+    )
+    result = classify(output, options, symptoms)
     result.repro, result.case, result.expect_bug = repro.id, case.name, case.expect_bug
     result.command = rerun_command(repro, case, options.device, sanitizer=sanitizer is not None)
     if sanitizer:
-        found = first_sanitizer_error(stdout + stderr)
+        found = first_sanitizer_error(output.stdout + output.stderr)
         result.sanitizer = found or "no memcheck errors"
         if found and result.status is not Status.REPRODUCED:
             result.status, result.detail = Status.REPRODUCED, f"compute-sanitizer: {found}; {result.detail}"
     return result
 
 
-def classify(
-    returncode: int | None,
-    stdout: str,
-    stderr: str,
-    timed_out: bool,
-    options: RunOptions,
-    symptoms: tuple[str, ...] = (),
-) -> CaseResult:
+def classify(output: ChildOutput, options: RunOptions, symptoms: tuple[str, ...] = ()) -> CaseResult:
     """What the child left behind -> a verdict. Public for tests: it is the heart of the runner."""
 
     def result(status: Status, detail: str, data: dict[str, Any] | None = None) -> CaseResult:
@@ -168,9 +139,10 @@ def classify(
             max_rel_error=data.get("max_rel_error"),
         )
 
-    if timed_out:
+    if output.timed_out:
         return result(Status.ERROR, f"hung: no result within {options.timeout_s:g} s (killed)")
-    data = _result_line(stdout)
+    stderr, returncode = output.stderr, output.returncode
+    data = output.result()
     if data is not None:
         outcome, detail = data.get("outcome"), " ".join(str(data.get("detail", "")).split())
         if outcome == "match":
@@ -190,12 +162,13 @@ def classify(
     signature = _signature(stderr, symptoms)
     if signature:
         return result(
-            Status.REPRODUCED, f"{signature} (the child died before reporting): {_last_line(stderr)}"
+            Status.REPRODUCED, f"{signature} (the child died before reporting): {last_line(stderr)}"
         )
     if returncode is not None and returncode < 0:
-        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
-        return result(Status.REPRODUCED, f"the child was killed by {name}: {_last_line(stderr)}")
-    return result(Status.ERROR, f"no result (exit code {returncode}): {_last_line(stderr) or 'no output'}")
+        return result(
+            Status.REPRODUCED, f"the child was killed by {signal_name(returncode)}: {last_line(stderr)}"
+        )
+    return result(Status.ERROR, f"no result (exit code {returncode}): {last_line(stderr) or 'no output'}")
 
 
 def first_sanitizer_error(output: str) -> str | None:
@@ -213,34 +186,3 @@ def _signature(text: str, symptoms: tuple[str, ...]) -> str | None:
         if re.search(pattern, text):
             return "the rule's symptom"
     return None
-
-
-def _result_line(stdout: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT_MARKER):
-            try:
-                data = json.loads(line[len(RESULT_MARKER) :])
-            except json.JSONDecodeError:
-                return None
-            return data if isinstance(data, dict) else None
-    return None
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
-
-
-def _tail(handle: IO[bytes]) -> str:
-    handle.seek(0, os.SEEK_END)
-    size = handle.tell()
-    handle.seek(max(0, size - OUTPUT_TAIL_BYTES))
-    return handle.read().decode("utf-8", errors="replace")
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        process.kill()
-    process.wait()

@@ -7,18 +7,32 @@ import os
 from attn_doctor.engine.loader import RuleSet
 from attn_doctor.errors import InputError
 from attn_doctor.facts.gpus import probe_gpus
+from attn_doctor.probes.catalogue import PROBES, Probe, probes_for_rule
+from attn_doctor.probes.observation import ProbeVerdict
 from attn_doctor.repro.catalogue import REPROS, resolve
-from attn_doctor.repro.runner import CaseResult, RunOptions, Work, run_cases
+from attn_doctor.repro.runner import CaseResult, RunOptions, Status, Work, run_cases
 
 DEVICES = ("auto", "cuda", "cpu")
+_PROBE_STATUS = {
+    ProbeVerdict.AFFECTED: Status.REPRODUCED,
+    ProbeVerdict.NOT_AFFECTED: Status.NOT_REPRODUCED,
+    ProbeVerdict.SKIPPED: Status.SKIPPED,
+    ProbeVerdict.ERROR: Status.ERROR,
+}
 
 
-def plan(issue: str | None, case: str | None, rules: RuleSet) -> list[Work]:
-    """(repro, case, symptom patterns) to run: one repro, or all of them when ``issue`` is None."""
+def plan(issue: str | None, case: str | None, rules: RuleSet) -> tuple[list[Work], list[Probe]]:
+    """The kernel cases (repro, case, symptom patterns) and the live probes to run: one issue's, or
+    everything when ``issue`` is None. A rule with a probe but no bundled kernel repro runs the probe."""
     if issue is None:
         chosen = [(repro, next((r.id for r in rules.rules if r.repro == repro.id), None)) for repro in REPROS]
+        probes = list(PROBES)
     else:
+        rule = rules.get(issue)
+        if rule is not None and rule.repro is None and probes_for_rule(rule.id) and case is None:
+            return [], probes_for_rule(rule.id)
         chosen = [resolve(issue, rules)]
+        probes = probes_for_rule(chosen[0][1]) if chosen[0][1] and case is None else []
     work = []
     for repro, rule_id in chosen:
         rule = rules.get(rule_id) if rule_id else None
@@ -28,7 +42,7 @@ def plan(issue: str | None, case: str | None, rules: RuleSet) -> list[Work]:
                 work.append((repro, item, symptoms))
     if not work:
         raise InputError(f"--case {case}", "no such case (see `attn-doctor repro --list`)")
-    return work
+    return work, probes
 
 
 def choose_device(device: str) -> str:
@@ -41,7 +55,14 @@ def choose_device(device: str) -> str:
 
 
 def run_plan(
-    work: list[Work], *, device: str, sanitizer: bool, timeout_s: float, jobs: int, output_format: str
+    work: list[Work],
+    probes: list[Probe],
+    *,
+    device: str,
+    sanitizer: bool,
+    timeout_s: float,
+    jobs: int,
+    output_format: str,
 ) -> tuple[list[CaseResult], str]:
     from attn_doctor.report.repro_report import FORMATTERS
 
@@ -49,7 +70,35 @@ def run_plan(
         device=choose_device(device),
         timeout_s=timeout_s,
         sanitizer=sanitizer,
-        jobs=jobs or min(len(work), os.cpu_count() or 1),
+        jobs=jobs or min(max(len(work), 1), os.cpu_count() or 1),
     )
-    results = run_cases(work, options)
+    results = run_cases(work, options) + probe_results(probes, timeout_s, options.jobs)
     return results, FORMATTERS[output_format](results)
+
+
+def probe_results(probes: list[Probe], timeout_s: float, jobs: int) -> list[CaseResult]:
+    """The live probes as result rows: what this installation's own code does, with no expectation."""
+    if not probes:
+        return []
+    from attn_doctor.facts.probe import probe_environment
+    from attn_doctor.probes.runner import run_probes
+
+    env, _ = probe_environment([])
+    rows = []
+    for run in run_probes(probes, env, timeout_s, jobs):
+        installed = env.packages.get(run.probe.needs)
+        target = f"installed {run.probe.needs} {installed.version}" if installed else "this installation"
+        for observation in run.observations:
+            rows.append(
+                CaseResult(
+                    repro=f"probe {run.probe.id}",
+                    case=observation.rule,
+                    expect_bug=None,
+                    status=_PROBE_STATUS[observation.verdict],
+                    detail=observation.evidence,
+                    device=target,
+                    versions=run.versions,
+                    command=run.command,
+                )
+            )
+    return rows

@@ -1,0 +1,53 @@
+"""Which probes exist, which rules each one observes, and what it needs installed.
+
+Pure data, importable without torch: the probes' code is only imported inside a child process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Probe:
+    id: str
+    module: str  # defines run() -> list[Observation]
+    rules: tuple[str, ...]  # the rule ids its observations are about
+    needs: str  # the package (rule name) that must be installed for the probe to mean anything
+    summary: str
+
+
+PROBES: tuple[Probe, ...] = (
+    Probe(
+        id="transformers-fa2-unpad",
+        module="attn_doctor.probes.transformers_fa2_unpad",
+        rules=("gemma2-fa2-cu-seqlens", "transformers-fa2-4d-attention-mask"),
+        needs="transformers",
+        summary="transformers' own FA2 path with validating stand-ins for flash_attn's functions",
+    ),
+    Probe(
+        id="transformers-flex-blockmask",
+        module="attn_doctor.probes.transformers_flex_blockmask",
+        rules=("transformers-flex-blockmask-no-dim",),
+        needs="transformers",
+        summary="one-layer models of each flex_attention family given a BlockMask as attention_mask",
+    ),
+    Probe(
+        id="transformers-flex-padding",
+        module="attn_doctor.probes.transformers_flex_padding",
+        rules=("transformers-flex-pad-none-key-length",),
+        needs="transformers",
+        summary="make_flex_block_causal_mask as generation calls it, then two generate() steps",
+    ),
+    Probe(
+        id="fla-rotary",
+        module="attn_doctor.probes.fla_rotary",
+        rules=("fla-rotary-dim-exceeds-head-dim",),
+        needs="flash-linear-attention",
+        summary="fla's RotaryEmbedding with dim > head_dim on a [B, T, H, D] input",
+    ),
+)
+
+
+def probes_for_rule(rule_id: str) -> list[Probe]:
+    return [probe for probe in PROBES if rule_id in probe.rules]

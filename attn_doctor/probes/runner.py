@@ -1,0 +1,100 @@
+"""Run probes in child processes and turn what they left behind into one observation per rule.
+
+A probe that crashes, hangs, floods its output or prints nonsense yields ERROR observations that
+say so; the other probes still run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from attn_doctor.facts.model import Environment
+from attn_doctor.isolation import ChildOutput, child_environment, last_line, run_child, signal_name
+from attn_doctor.probes.catalogue import Probe
+from attn_doctor.probes.observation import Observation, ProbeVerdict
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+@dataclass
+class ProbeRun:
+    probe: Probe
+    observations: list[Observation]
+    command: str
+    wall_s: float = 0.0
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+def probe_command(probe: Probe) -> list[str]:
+    return [sys.executable, "-m", "attn_doctor.probes.child", probe.module]
+
+
+def rerun_command(probe: Probe) -> str:
+    return f"CUDA_LAUNCH_BLOCKING=1 python -m attn_doctor.probes.child {probe.module}"
+
+
+def skip_reason(probe: Probe, env: Environment) -> str | None:
+    """Why ``probe`` cannot say anything about ``env``; None when it can run."""
+    if env.sources != ["probe"]:
+        return "the environment was declared, not probed: probes exercise this machine's installation"
+    if probe.needs not in env.packages:
+        return f"{probe.needs} is not installed"
+    return None
+
+
+def run_probes(
+    probes: list[Probe], env: Environment, timeout_s: float = DEFAULT_TIMEOUT_S, jobs: int = 0
+) -> list[ProbeRun]:
+    """Each applicable probe in its own child, up to ``jobs`` at a time (default: one per CPU)."""
+
+    def one(probe: Probe) -> ProbeRun:
+        reason = skip_reason(probe, env)
+        if reason is not None:
+            return ProbeRun(probe, _for_each_rule(probe, ProbeVerdict.SKIPPED, reason), rerun_command(probe))
+        return run_probe(probe, timeout_s)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs or min(len(probes), os.cpu_count() or 1))) as pool:
+        return list(pool.map(one, probes))
+
+
+def run_probe(probe: Probe, timeout_s: float = DEFAULT_TIMEOUT_S) -> ProbeRun:
+    started = time.perf_counter()
+    output = run_child(probe_command(probe), child_environment(), timeout_s)
+    wall_s = time.perf_counter() - started
+    data = output.result() or {}
+    versions = {str(k): str(v) for k, v in dict(data.get("versions") or {}).items()}
+    return ProbeRun(probe, interpret(probe, output, timeout_s), rerun_command(probe), wall_s, versions)
+
+
+def interpret(probe: Probe, output: ChildOutput, timeout_s: float) -> list[Observation]:
+    """The child's result line -> one observation per rule of the probe. Public for tests."""
+    if output.timed_out:
+        return _for_each_rule(probe, ProbeVerdict.ERROR, f"hung: no result within {timeout_s:g} s (killed)")
+    data = output.result()
+    if data is None:
+        if output.returncode is not None and output.returncode < 0:
+            how = f"the probe was killed by {signal_name(output.returncode)}"
+        else:
+            how = f"the probe left no result (exit code {output.returncode})"
+        detail = last_line(output.stderr) or last_line(output.stdout) or "no output"
+        return _for_each_rule(probe, ProbeVerdict.ERROR, f"{how}: {detail}")
+    if "skipped" in data:
+        return _for_each_rule(probe, ProbeVerdict.SKIPPED, str(data["skipped"]))
+    if "exception" in data:
+        return _for_each_rule(probe, ProbeVerdict.ERROR, f"the probe failed: {data['exception']}")
+    try:
+        said = {item.rule: item for item in map(Observation.from_json, data["observations"])}
+    except (KeyError, TypeError, ValueError) as exc:
+        return _for_each_rule(probe, ProbeVerdict.ERROR, f"unreadable result line: {type(exc).__name__}")
+    return [
+        said.get(rule) or Observation(rule, ProbeVerdict.ERROR, "the probe said nothing about this rule")
+        for rule in probe.rules
+    ]
+
+
+def _for_each_rule(probe: Probe, verdict: ProbeVerdict, evidence: str) -> list[Observation]:
+    return [Observation(rule, verdict, evidence) for rule in probe.rules]

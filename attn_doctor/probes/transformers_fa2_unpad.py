@@ -1,0 +1,387 @@
+"""Probe: transformers' own FlashAttention-2 glue, run on stand-ins for flash_attn that check its metadata.
+
+Seed A's crashes come from what transformers builds before it calls flash_attn (cu_seqlens without a
+leading 0, gather indices from a flattened 4-D mask), not from the kernels. So the probe hands the
+installed transformers a fake ``flash_attn`` package whose functions validate that metadata and compute
+attention in float64 torch, runs the release's own FA2 entry point on a few tiny CPU batches, and
+compares each output with reference attention. The release's own import code picks the stand-ins up,
+whichever names and loading scheme it uses; neither flash_attn nor a GPU is needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import inspect
+import re
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Literal
+
+import torch
+
+from attn_doctor.probes.observation import Observation, ProbeSkipped, ProbeVerdict
+
+CU_SEQLENS_RULE = "gemma2-fa2-cu-seqlens"
+MASK_4D_RULE = "transformers-fa2-4d-attention-mask"
+TOLERANCE = 1e-4
+LENGTH, HEADS, KV_HEADS, HEAD_DIM = 8, 4, 2, 16
+EVIDENCE_CHARS = 299
+
+
+class Violation(Exception):
+    """Metadata that flash_attn would misread; the message is the evidence."""
+
+
+class StandInMisuse(Exception):
+    """A stand-in called in a way the probe's batches should not cause: the probe misreads this release."""
+
+
+def reference_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None
+) -> torch.Tensor:
+    """One sequence, [Sq, H, D] x [Sk, Hk, D] -> [Sq, H, D] in float64; causal is bottom-right aligned
+    and kv heads are shared by groups of query heads, as in flash_attn >= 2.1."""
+    groups = q.shape[1] // k.shape[1]
+    keys, values = (x.double().repeat_interleave(groups, dim=1) for x in (k, v))
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    scores = torch.einsum("qhd,khd->hqk", q.double(), keys) * scale
+    if causal:
+        allowed = torch.ones(q.shape[0], k.shape[0], dtype=torch.bool).tril(k.shape[0] - q.shape[0])
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return torch.einsum("hqk,khd->qhd", scores.softmax(dim=-1), values)
+
+
+def _listed(values: list[int]) -> str:
+    return str(values) if len(values) <= 12 else f"[{', '.join(map(str, values[:12]))}, ...]"
+
+
+def _check_cu_seqlens(name: str, cu_seqlens: torch.Tensor, max_seqlen: Any, total: int) -> None:
+    """flash_attn's contract: 1-D int32, starts at 0, never decreases, ends at the token count, and
+    max_seqlen is the longest sequence."""
+    max_name = name.replace("cu_seqlens", "max_seqlen")
+    if cu_seqlens.dim() != 1 or cu_seqlens.dtype != torch.int32:
+        raise Violation(
+            f"flash_attn_varlen_func got {name} of {cu_seqlens.dtype}, shape {list(cu_seqlens.shape)}: "
+            "it needs a 1-D int32 tensor"
+        )
+    values = [int(x) for x in cu_seqlens.tolist()]
+    lengths = [end - start for start, end in zip(values, values[1:])]
+    if not values or values[0] != 0:
+        problem = "does not start at 0"
+    elif min(lengths, default=0) < 0:
+        problem = "decreases"
+    elif values[-1] != total:
+        problem = f"ends at {values[-1]}, not at the {total} tokens given"
+    elif int(max_seqlen) != max(lengths, default=0):
+        problem = f"its longest sequence is {max(lengths, default=0)}"
+    else:
+        return
+    raise Violation(
+        f"flash_attn_varlen_func got {name}={_listed(values)}: {problem} ({max_name}={int(max_seqlen)})"
+    )
+
+
+def _check_indices(function: str, indices: torch.Tensor, size: int) -> None:
+    if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= size):
+        raise Violation(
+            f"{function} got gather indices {int(indices.min())}..{int(indices.max())} for {size} tokens"
+        )
+
+
+def _import_only(name: str) -> Callable[..., Any]:
+    """For a name the release imports but the probe's batches never reach."""
+
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        raise StandInMisuse(f"{name} was called: none of the probe's batches should reach it")
+
+    return stand_in
+
+
+@dataclass
+class StandIns:
+    """flash_attn's functions as transformers calls them, each logging its call and validating its input."""
+
+    calls: list[str] = field(default_factory=list)
+
+    def flash_attn_func(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        dropout_p: float = 0.0,
+        softmax_scale: float | None = None,
+        causal: bool = False,
+    ) -> torch.Tensor:
+        self.calls.append(f"flash_attn_func(q {list(q.shape)})")
+        _no_dropout(dropout_p)
+        rows = [reference_attention(q[b], k[b], v[b], causal, softmax_scale) for b in range(q.shape[0])]
+        return torch.stack(rows).to(q.dtype)
+
+    def flash_attn_varlen_func(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        cu_seqlens_q: torch.Tensor,
+        cu_seqlens_k: torch.Tensor,
+        max_seqlen_q: Any,
+        max_seqlen_k: Any,
+        dropout_p: float = 0.0,
+        softmax_scale: float | None = None,
+        causal: bool = False,
+    ) -> torch.Tensor:
+        self.calls.append(f"flash_attn_varlen_func(cu_seqlens_q={_listed(cu_seqlens_q.flatten().tolist())})")
+        _no_dropout(dropout_p)
+        _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, max_seqlen_q, q.shape[0])
+        _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, max_seqlen_k, k.shape[0])
+        if cu_seqlens_q.numel() != cu_seqlens_k.numel():
+            raise Violation(
+                f"flash_attn_varlen_func got {cu_seqlens_q.numel() - 1} query and "
+                f"{cu_seqlens_k.numel() - 1} key sequences"
+            )
+        bounds_q, bounds_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+        pieces = [
+            reference_attention(q[qa:qb], k[ka:kb], v[ka:kb], causal, softmax_scale)
+            for qa, qb, ka, kb in zip(bounds_q, bounds_q[1:], bounds_k, bounds_k[1:])
+        ]
+        return torch.cat(pieces).to(q.dtype)
+
+    def index_first_axis(self, tensor: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        _check_indices("index_first_axis", indices, tensor.shape[0])
+        return tensor[indices]
+
+    def pad_input(self, hidden: torch.Tensor, indices: torch.Tensor, batch: int, seqlen: int) -> torch.Tensor:
+        _check_indices("pad_input", indices, batch * seqlen)
+        if indices.numel() != hidden.shape[0]:
+            raise Violation(f"pad_input got {indices.numel()} indices for {hidden.shape[0]} tokens")
+        output = hidden.new_zeros(batch * seqlen, *hidden.shape[1:])
+        output[indices] = hidden
+        return output.view(batch, seqlen, *hidden.shape[1:])
+
+    def install(self) -> None:
+        """A fake flash_attn package in sys.modules with everything any release imports from it."""
+        contents: dict[str, dict[str, Any]] = {
+            "flash_attn": {
+                "flash_attn_func": self.flash_attn_func,
+                "flash_attn_varlen_func": self.flash_attn_varlen_func,
+                # No paged kernel: transformers 5.x reads None as "not supported" (and skips wrapping it
+                # in torch.compiler.disable, which would import torch._dynamo).
+                "flash_attn_with_kvcache": None,
+            },
+            "flash_attn.bert_padding": {
+                "index_first_axis": self.index_first_axis,
+                "pad_input": self.pad_input,
+                "unpad_input": _import_only("flash_attn.bert_padding.unpad_input"),
+            },
+            "flash_attn.layers": {},
+            "flash_attn.layers.rotary": {
+                "apply_rotary_emb": _import_only("flash_attn.layers.rotary.apply_rotary_emb")
+            },
+        }
+        for name, attributes in contents.items():
+            module = types.ModuleType(name)
+            module.__spec__ = importlib.machinery.ModuleSpec(name, loader=None)
+            module.__dict__.update(attributes)
+            sys.modules[name] = module
+            parent, _, child = name.rpartition(".")
+            if parent:
+                setattr(sys.modules[parent], child, module)
+
+
+def _no_dropout(dropout_p: float) -> None:
+    if dropout_p:
+        raise StandInMisuse(f"dropout_p={dropout_p!r} reached flash_attn, but the probe passes dropout 0.0")
+
+
+@dataclass(frozen=True)
+class Case:
+    """A batch given as causal sequences per row, (start, end); tokens outside every sequence are padding."""
+
+    description: str
+    sequences: tuple[tuple[tuple[int, int], ...], ...]
+    mask: Literal["2d", "4d"] | None = None  # a padding mask [B, T], or [B, 1, T, T] with 1 = attend
+    first_position: int | None = None  # position_ids count from here in each sequence; None: not passed
+
+    def sequence_ids(self) -> torch.Tensor:
+        """[B, T]: which sequence of its row each token belongs to, -1 for padding."""
+        ids = torch.full((len(self.sequences), LENGTH), -1)
+        for row, sequences in enumerate(self.sequences):
+            for number, (start, end) in enumerate(sequences):
+                ids[row, start:end] = number
+        return ids
+
+    def attention_mask(self) -> torch.Tensor | None:
+        ids = self.sequence_ids()
+        if self.mask == "2d":
+            return (ids >= 0).long()
+        if self.mask == "4d":
+            same = (ids[:, :, None] == ids[:, None, :]) & (ids[:, :, None] >= 0)
+            return (same & torch.ones(LENGTH, LENGTH, dtype=torch.bool).tril())[:, None].long()
+        return None
+
+    def position_ids(self) -> torch.Tensor | None:
+        if self.first_position is None:
+            return None
+        positions = torch.zeros(len(self.sequences), LENGTH, dtype=torch.long)
+        for row, sequences in enumerate(self.sequences):
+            for start, end in sequences:
+                positions[row, start:end] = torch.arange(end - start) + self.first_position
+        return positions
+
+    def inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        generator = torch.Generator().manual_seed(0)
+        batch = len(self.sequences)
+        q = torch.randn(batch, LENGTH, HEADS, HEAD_DIM, generator=generator)
+        k, v = (torch.randn(batch, LENGTH, KV_HEADS, HEAD_DIM, generator=generator) for _ in range(2))
+        return q, k, v
+
+    def expected(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Reference output (float64), zero at padding."""
+        output = torch.zeros(q.shape, dtype=torch.float64)
+        for row, sequences in enumerate(self.sequences):
+            for start, end in sequences:
+                part = slice(start, end)
+                output[row, part] = reference_attention(q[row, part], k[row, part], v[row, part], True, None)
+        return output
+
+
+DENSE = Case("2x8 tokens, no mask, no position_ids", (((0, 8),), ((0, 8),)))
+PADDED = Case("2x8 tokens, 2-D mask, row 2 left-padded by 3", (((0, 8),), ((3, 8),)), mask="2d")
+PACKED = Case("1x8 tokens packed 5+3, position_ids [0..4, 0..2]", (((0, 5), (5, 8)),), first_position=0)
+OFFSET = Case("2x8 tokens, position_ids 3..10, no mask", (((0, 8),), ((0, 8),)), first_position=3)
+MASK_4D = Case("2x8 tokens, block-causal 4-D mask [2, 1, 8, 8]", (((0, 5), (5, 8)), ((0, 8),)), mask="4d")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    calls: tuple[str, ...]
+    failure: str | None = None  # what a stand-in rejected, or what transformers raised
+    error: float = float("nan")  # max |output - reference| over the real tokens
+
+    @property
+    def exact(self) -> bool:
+        return self.failure is None and self.error <= TOLERANCE
+
+    def summary(self) -> str:
+        if self.failure is not None:
+            return self.failure
+        calls = "; ".join(self.calls) or "no flash_attn call"
+        return f"{calls}; max |out - ref| = {self.error:.1e} (tolerance {TOLERANCE:g})"
+
+
+@dataclass(frozen=True)
+class Fa2Path:
+    """The release's FA2 entry point, called the way its own signature asks."""
+
+    name: str
+    function: Callable[..., Any]
+    stand_ins: StandIns
+
+    @property
+    def parameters(self) -> dict[str, inspect.Parameter]:
+        return dict(inspect.signature(self.function).parameters)
+
+    def keywords(self, case: Case) -> dict[str, Any]:
+        offered = {
+            "attention_mask": case.attention_mask(),
+            "query_length": LENGTH,
+            "is_causal": True,
+            "position_ids": case.position_ids(),
+            "attn_implementation": "flash_attention_2",  # 5.x
+            "implementation": "flash_attention_2",  # its name in 4.54 to 4.56
+        }
+        after_qkv = list(self.parameters.values())[3:]
+        unknown = [
+            p.name
+            for p in after_qkv
+            if p.default is p.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and p.name not in offered
+        ]
+        if unknown:
+            raise StandInMisuse(f"{self.name} requires {unknown}: a signature this probe does not know")
+        return {p.name: offered[p.name] for p in after_qkv if p.name in offered}
+
+    def drive(self, case: Case) -> Outcome:
+        q, k, v = case.inputs()
+        self.stand_ins.calls.clear()
+        try:
+            output = self.function(q, k, v, **self.keywords(case))
+        except Violation as violation:
+            return Outcome(tuple(self.stand_ins.calls), failure=str(violation))
+        except Exception as exc:
+            if type(exc) not in (IndexError, RuntimeError):  # torch's errors on bad indices, sizes, shapes
+                raise  # anything else (NotImplementedError, TypeError, ...) is the probe's problem
+            where = (
+                "after " + self.stand_ins.calls[-1] if self.stand_ins.calls else "before any flash_attn call"
+            )
+            return Outcome(tuple(self.stand_ins.calls), failure=f"{type(exc).__name__} {where}: {exc}")
+        calls = tuple(self.stand_ins.calls)
+        if output.shape != q.shape:
+            return Outcome(calls, failure=f"output of shape {list(output.shape)} for q {list(q.shape)}")
+        real = case.sequence_ids() >= 0
+        error = (output.double() - case.expected(q, k, v))[real].abs().max().item()
+        return Outcome(calls, error=error)
+
+
+def fa2_path(stand_ins: StandIns) -> Fa2Path:
+    """The installed release's FA2 entry, imported after the fake flash_attn is in place."""
+    utils: Any = importlib.import_module("transformers.utils")
+    stand_ins.install()
+    # Every release asks these (imported from transformers.utils) before it imports flash_attn; with the
+    # fake in sys.modules their package scans would be confused, so say what the fake is: FA2 and no other.
+    for name in dir(utils):
+        found = re.fullmatch(r"is_flash_attn_(\d+)_available", name)
+        if found:
+            setattr(utils, name, _answer(found.group(1) == "2"))
+    if importlib.util.find_spec("transformers.modeling_flash_attention_utils") is not None:  # 4.43+
+        shared = importlib.import_module("transformers.modeling_flash_attention_utils")
+        return Fa2Path(
+            "modeling_flash_attention_utils._flash_attention_forward",
+            shared._flash_attention_forward,
+            stand_ins,
+        )
+    llama = importlib.import_module("transformers.models.llama.modeling_llama")
+    layer = getattr(llama, "LlamaFlashAttention2", None)
+    if layer is None:
+        raise ProbeSkipped(
+            "this transformers has no FlashAttention-2 path to drive "
+            "(neither modeling_flash_attention_utils nor LlamaFlashAttention2)"
+        )
+    # Up to 4.42 the path is a method; these are the attributes it reads from the layer.
+    owner = types.SimpleNamespace(is_causal=True, _flash_attn_uses_top_left_mask=False, num_heads=HEADS)
+    owner._upad_input = partial(layer._upad_input, owner)
+    return Fa2Path(
+        "LlamaFlashAttention2._flash_attention_forward",
+        partial(layer._flash_attention_forward, owner),
+        stand_ins,
+    )
+
+
+def _answer(value: bool) -> Callable[..., bool]:
+    return lambda *args, **kwargs: value
+
+
+def _observe(rule: str, case: Case, outcome: Outcome, note: str = "") -> Observation:
+    verdict = ProbeVerdict.NOT_AFFECTED if outcome.exact else ProbeVerdict.AFFECTED
+    evidence = " ".join(f"{case.description}{note}: {outcome.summary()}".split())
+    return Observation(rule, verdict, evidence[:EVIDENCE_CHARS])
+
+
+def run() -> list[Observation]:
+    path = fa2_path(StandIns())
+    takes_positions = "position_ids" in path.parameters
+    for case in (DENSE, PADDED, PACKED) if takes_positions else (DENSE, PADDED):
+        outcome = path.drive(case)
+        if not outcome.exact:  # the stand-ins, not transformers, would be at fault: no verdict from them
+            raise StandInMisuse(f"{path.name} fails a sanity batch ({case.description}: {outcome.summary()})")
+    note = "" if takes_positions else " (the FA2 entry takes no position_ids)"
+    return [
+        _observe(CU_SEQLENS_RULE, OFFSET, path.drive(OFFSET), note),
+        _observe(MASK_4D_RULE, MASK_4D, path.drive(MASK_4D)),
+    ]

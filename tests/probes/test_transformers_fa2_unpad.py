@@ -1,0 +1,123 @@
+"""The transformers FA2 probe: its stand-ins here, and the real releases in cached venvs.
+
+The release tests run the probe as the doctor does (a child process, the result line read by the
+runner): 4.44.0 must show the cu_seqlens bug, the releases around it must not, and every release
+still flattens a 4-D mask into gather indices past the batch.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from attn_doctor.isolation import child_environment, run_child
+from attn_doctor.probes.catalogue import PROBES
+from attn_doctor.probes.observation import Observation, ProbeVerdict
+from attn_doctor.probes.runner import interpret
+from attn_doctor.probes.transformers_fa2_unpad import (
+    CU_SEQLENS_RULE,
+    MASK_4D_RULE,
+    StandIns,
+    Violation,
+    reference_attention,
+)
+from tests.release_venvs import REPO, release_venv
+
+PROBE = next(probe for probe in PROBES if probe.id == "transformers-fa2-unpad")
+TIMEOUT_S = 120.0
+AFFECTED, NOT_AFFECTED = ProbeVerdict.AFFECTED, ProbeVerdict.NOT_AFFECTED
+# The 4-D mask's gather: flash_attn's index_first_axis up to 4.52, transformers' own from 4.53 on.
+GATHER_PAST_BATCH = "index_first_axis got gather indices 0..127 for 16 tokens"
+OWN_GATHER_PAST_BATCH = "IndexError before any flash_attn call: index 16 is out of bounds"
+
+
+def qkv(tokens: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(1)
+    q = torch.randn(tokens, 4, 16, generator=generator)
+    k, v = (torch.randn(tokens, 2, 16, generator=generator) for _ in range(2))
+    return q, k, v
+
+
+def test_reference_attention_matches_sdpa_with_grouped_heads() -> None:
+    q, k, v = qkv(8)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True, enable_gqa=True
+    ).transpose(0, 1)
+    assert torch.allclose(reference_attention(q, k, v, True, None).float(), expected, atol=1e-5)
+
+
+def test_varlen_stand_in_attends_within_each_sequence() -> None:
+    q, k, v = qkv(8)
+    cu_seqlens = torch.tensor([0, 5, 8], dtype=torch.int32)
+    stand_ins = StandIns()
+    output = stand_ins.flash_attn_varlen_func(q, k, v, cu_seqlens, cu_seqlens, 5, 5, causal=True)
+    assert torch.allclose(output[5:], reference_attention(q[5:], k[5:], v[5:], True, None).float())
+    assert stand_ins.calls == ["flash_attn_varlen_func(cu_seqlens_q=[0, 5, 8])"]
+
+
+@pytest.mark.parametrize(
+    ("cu_seqlens", "max_seqlen", "message"),
+    [
+        ([16], 11, "cu_seqlens_q=[16]: does not start at 0 (max_seqlen_q=11)"),
+        ([0, 9, 5, 16], 9, "decreases"),
+        ([0, 8, 12], 8, "ends at 12, not at the 16 tokens given"),
+        ([0, 8, 16], 11, "its longest sequence is 8 (max_seqlen_q=11)"),
+    ],
+)
+def test_varlen_stand_in_rejects_metadata_flash_attn_would_misread(
+    cu_seqlens: list[int], max_seqlen: int, message: str
+) -> None:
+    q, k, v = qkv(16)
+    cu = torch.tensor(cu_seqlens, dtype=torch.int32)
+    with pytest.raises(Violation, match=re.escape(message)):
+        StandIns().flash_attn_varlen_func(q, k, v, cu, cu, max_seqlen, max_seqlen, causal=True)
+
+
+def test_gather_stand_in_rejects_indices_past_the_batch() -> None:
+    with pytest.raises(Violation, match="gather indices 0..127 for 16 tokens"):
+        StandIns().index_first_axis(torch.zeros(16, 2, 16), torch.arange(128))
+
+
+def probe_in(venv: Path) -> tuple[dict[str, Observation], float]:
+    env = child_environment(PYTHONPATH=str(REPO))
+    env.pop("VIRTUAL_ENV", None)
+    command = [str(venv / "bin" / "python"), "-m", "attn_doctor.probes.child", PROBE.module]
+    started = time.perf_counter()
+    output = run_child(command, env, TIMEOUT_S)
+    wall_s = time.perf_counter() - started
+    return {item.rule: item for item in interpret(PROBE, output, TIMEOUT_S)}, wall_s
+
+
+@pytest.mark.releases
+@pytest.mark.parametrize(
+    ("release", "cu_seqlens", "cu_seqlens_evidence", "mask_4d_evidence"),
+    [
+        # up to 4.42 the FA2 path is LlamaFlashAttention2's method, which takes no position_ids
+        ("4.40.0", NOT_AFFECTED, "(the FA2 entry takes no position_ids): flash_attn_func", GATHER_PAST_BATCH),
+        (
+            "4.44.0",
+            AFFECTED,
+            "flash_attn_varlen_func got cu_seqlens_q=[16]: does not start at 0",
+            GATHER_PAST_BATCH,
+        ),
+        ("4.44.1", NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
+        ("4.51.0", NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
+        ("4.51.1", NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
+        ("4.52.1", NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
+        ("5.23.0", NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", OWN_GATHER_PAST_BATCH),
+    ],
+)
+def test_probe_on_release(
+    release: str, cu_seqlens: ProbeVerdict, cu_seqlens_evidence: str, mask_4d_evidence: str
+) -> None:
+    observations, wall_s = probe_in(release_venv(f"transformers=={release}"))
+    assert observations[CU_SEQLENS_RULE].verdict is cu_seqlens, observations
+    assert cu_seqlens_evidence in observations[CU_SEQLENS_RULE].evidence
+    # No release is fixed: every one flattens the 4-D mask into indices past the 2x8 tokens.
+    assert observations[MASK_4D_RULE].verdict is AFFECTED, observations
+    assert mask_4d_evidence in observations[MASK_4D_RULE].evidence
+    assert wall_s < 30, f"the probe took {wall_s:.1f} s"  # about 2 s here

@@ -1,0 +1,133 @@
+"""Live probes: the runner on probe children that misbehave, and `check --probe` / `repro` end to end
+with libraries whose import crashes or hangs (fake packages: a broken install is what's under test)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from packaging.version import Version
+
+from attn_doctor.probes.catalogue import PROBES, Probe
+from attn_doctor.probes.observation import ProbeVerdict
+from attn_doctor.probes.runner import run_probe
+from tests.conftest import Site
+from tests.support import REPO, cli
+
+TEST_PROBE = Probe(
+    id="behaving",
+    module="tests.probe_children.behaving",
+    rules=("test-rule",),
+    needs="transformers",
+    summary="test",
+)
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "verdict", "evidence"),
+    [
+        ("affected", ProbeVerdict.AFFECTED, "cu_seqlens_q=[16]"),
+        ("not-affected", ProbeVerdict.NOT_AFFECTED, "exact"),
+        ("silent-about-rule", ProbeVerdict.ERROR, "said nothing about this rule"),
+        ("skip", ProbeVerdict.SKIPPED, "needs a GPU"),
+        ("raise", ProbeVerdict.ERROR, "RuntimeError: the code path moved"),
+        ("segfault", ProbeVerdict.ERROR, "killed by SIGSEGV"),
+        ("hang", ProbeVerdict.ERROR, "hung: no result within 3 s"),
+        ("flood", ProbeVerdict.NOT_AFFECTED, "after the flood"),
+        ("garbage", ProbeVerdict.ERROR, "left no result"),
+    ],
+)
+def test_runner_turns_every_child_into_an_observation(
+    behaviour: str, verdict: ProbeVerdict, evidence: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ATTN_DOCTOR_TEST_PROBE", behaviour)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    run = run_probe(TEST_PROBE, timeout_s=3)
+    [observation] = run.observations
+    assert observation.rule == "test-rule"
+    assert observation.verdict is verdict
+    assert evidence in observation.evidence
+    assert run.wall_s < 30
+
+
+def test_every_probe_names_real_rules_and_modules() -> None:
+    from attn_doctor.engine.loader import load_rules
+
+    known = {rule.id for rule in load_rules().rules}
+    for probe in PROBES:
+        assert set(probe.rules) <= known, probe.id
+        assert (REPO / (probe.module.replace(".", "/") + ".py")).is_file(), probe.module
+
+
+def _broken_transformers(site: Site, body: str, version: str = "4.44.0") -> None:
+    """A transformers whose import does ``body``; from 4.48.0 on it ships integrations/flex_attention.py."""
+    site.install("transformers", version)
+    (site.path / "transformers" / "integrations").mkdir(parents=True)
+    (site.path / "transformers" / "__init__.py").write_text(textwrap.dedent(body))
+    if Version(version) >= Version("4.48.0"):
+        (site.path / "transformers" / "integrations" / "flex_attention.py").write_text("")
+
+
+def _doctor(site: Site, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": f"{site.path}{os.pathsep}{REPO}"}
+    return subprocess.run(
+        [sys.executable, "-m", "attn_doctor", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "SIGSEGV: Fatal Python error"),
+        ("import time\ntime.sleep(600)\n", "hung: no result within 5 s"),
+        (
+            "import sys\nfor _ in range(20000): sys.stdout.write('y' * 1000 + '\\n')\nraise SystemExit(3)\n",
+            "exit code 3",
+        ),
+        ("raise ImportError('libcudart.so.12: cannot open shared object file')\n", "libcudart.so.12"),
+    ],
+)
+def test_check_probe_survives_a_library_whose_import_fails(site: Site, body: str, said: str) -> None:
+    _broken_transformers(site, body)
+    done = _doctor(site, "check", "--probe", "--probe-timeout", "5", "--format", "json")
+    assert done.returncode == 2, done.stderr
+    report = json.loads(done.stdout)  # the report is still whole
+    by_id = {finding["id"]: finding for finding in report["findings"]}
+    finding = by_id["gemma2-fa2-cu-seqlens"]
+    assert finding["probe"]["verdict"] == "probe-error" and said in finding["probe"]["evidence"]
+    assert finding["verdict"] == finding["version_verdict"] == "affected"  # the versions still speak
+    # the flex probes read the release before importing it: 4.44.0 has no flex_attention
+    assert by_id["transformers-flex-pad-none-key-length"]["probe"]["verdict"] == "skipped"
+    assert "no flex_attention" in by_id["transformers-flex-pad-none-key-length"]["probe"]["evidence"]
+    errors = [line for line in done.stderr.splitlines() if line.strip()]
+    assert errors and all(line.startswith("attn-doctor: error: probe ") for line in errors), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_check_probe_on_a_declared_environment_skips_with_the_reason() -> None:
+    result = cli("check", "--probe", "--pin", "transformers==4.44.0", "--gpu", "sm_90", "--format", "json")
+    report = json.loads(result.stdout)
+    finding = next(f for f in report["findings"] if f["id"] == "gemma2-fa2-cu-seqlens")
+    assert finding["probe"]["verdict"] == "skipped"
+    assert "declared" in finding["probe"]["evidence"]
+    assert finding["verdict"] == "affected"  # the versions still speak
+
+
+def test_repro_of_a_rule_with_only_a_probe_runs_the_probe(site: Site) -> None:
+    _broken_transformers(
+        site, "raise ImportError('cannot import name is_torch_flex_attn_available')\n", "4.51.0"
+    )
+    done = _doctor(site, "repro", "transformers-flex-blockmask-no-dim", "--format", "json")
+    [row] = json.loads(done.stdout)["results"]
+    assert (row["repro"], row["case"]) == (
+        "probe transformers-flex-blockmask",
+        "transformers-flex-blockmask-no-dim",
+    )
+    assert row["status"] == "ERROR" and "is_torch_flex_attn_available" in row["detail"]
+    assert row["device"] == "installed transformers 4.51.0"
+    assert "python -m attn_doctor.probes.child" in row["command"]
+    assert done.returncode == 1

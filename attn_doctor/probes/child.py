@@ -17,7 +17,7 @@ from attn_doctor.probes.observation import ProbeSkipped
 VERSIONS_REPORTED = ("torch", "triton", "transformers", "flash-attn", "flash-linear-attention", "fla-core")
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> None:
     (module_name,) = argv
     result: dict[str, Any] = {"versions": installed_versions(VERSIONS_REPORTED)}
     try:
@@ -29,7 +29,6 @@ def main(argv: list[str]) -> int:
         result["exception"] = f"{type(exc).__name__}: {exc}"
         result["traceback"] = traceback.format_exc(limit=8)
     emit(result)
-    return 0
 
 
 if __name__ == "__main__":

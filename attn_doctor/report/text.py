@@ -10,6 +10,7 @@ from attn_doctor.check import CheckResult
 from attn_doctor.engine.matcher import Finding, Verdict
 from attn_doctor.engine.schema import COMPONENTS
 from attn_doctor.facts.model import Environment
+from attn_doctor.probes.observation import ProbeVerdict
 
 Line = tuple[str, str]  # (text, rich style)
 
@@ -34,9 +35,7 @@ def render_lines(result: CheckResult, verbose: bool = False) -> list[Line]:
         lines.append(
             _area_line(component, env, [f for f in result.findings if f.rule.component == component])
         )
-    shown = [
-        f for f in result.findings if verbose or f.probe is not None or f.verdict is not Verdict.NOT_AFFECTED
-    ]
+    shown = [f for f in result.findings if verbose or f.verdict is not Verdict.NOT_AFFECTED or _probed(f)]
     if shown:
         lines.append(("", ""))
     for finding in shown:
@@ -47,6 +46,11 @@ def render_lines(result: CheckResult, verbose: bool = False) -> list[Line]:
     lines.append(("", ""))
     lines.append(_summary_line(result))
     return lines
+
+
+def _probed(finding: Finding) -> bool:
+    """A probe that ran says something worth a line even when all is well; a skipped one doesn't."""
+    return finding.probe is not None and finding.probe.verdict is not ProbeVerdict.SKIPPED
 
 
 def plain(lines: list[Line]) -> str:

@@ -113,7 +113,7 @@ FAITHFUL = textwrap.dedent(
 
     modules = importlib.import_module("fla.modules")
     rotary = importlib.import_module(modules.RotaryEmbedding.__module__)
-    guarded = GuardedKernel(rotary.rotary_embedding_kernel, interpreted=True)
+    guarded = GuardedKernel(rotary.rotary_embedding_kernel)
     rotary.rotary_embedding_kernel = guarded
     q, k = torch.randn(2, 64, 4, 64), torch.randn(2, 64, 4, 64)
     for dim in (64, 32):

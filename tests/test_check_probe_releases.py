@@ -1,0 +1,52 @@
+"""`check --probe` end to end against real transformers releases (cached venvs): the probe's verdict
+overrides the versions', both are reported, and the exit code follows the probe."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.release_venvs import release_venv, run_doctor
+
+A, A_4D = "gemma2-fa2-cu-seqlens", "transformers-fa2-4d-attention-mask"
+D, E = "transformers-flex-blockmask-no-dim", "transformers-flex-pad-none-key-length"
+AFFECTED, CLEAN, SKIPPED = "affected-by-probe", "not-affected-by-probe", "skipped"
+
+EXPECTED = {  # release -> (probe verdict per rule, exit code)
+    "4.44.0": ({A: AFFECTED, A_4D: AFFECTED, D: SKIPPED, E: SKIPPED}, 1),
+    "4.44.1": ({A: CLEAN, A_4D: AFFECTED, D: SKIPPED, E: SKIPPED}, 0),
+    "4.51.0": ({A: CLEAN, D: AFFECTED, E: AFFECTED}, 1),
+    "4.51.1": ({A: CLEAN, D: AFFECTED, E: CLEAN}, 1),
+    "4.52.1": ({A: CLEAN, D: CLEAN, E: CLEAN}, 0),
+    "5.23.0": ({A: CLEAN, A_4D: AFFECTED, D: CLEAN, E: CLEAN}, 0),
+}
+
+
+@pytest.mark.releases
+@pytest.mark.parametrize("release", list(EXPECTED))
+def test_check_probe_on_real_release(release: str) -> None:
+    expected, exit_code = EXPECTED[release]
+    venv = release_venv(f"transformers=={release}")
+    done = run_doctor(venv, "check", "--probe", "--format", "json")
+    assert done.returncode == exit_code, done.stderr
+    findings = {finding["id"]: finding for finding in json.loads(done.stdout)["findings"]}
+    for rule_id, verdict in expected.items():
+        finding = findings[rule_id]
+        assert finding["probe"]["verdict"] == verdict, (rule_id, finding["probe"])
+        if verdict != SKIPPED:  # the probe decides; the versions' verdict is still reported
+            assert finding["verdict"] == ("affected" if verdict == AFFECTED else "not-affected")
+            assert finding["version_verdict"] in ("affected", "not-affected")
+    assert findings["fla-rotary-dim-exceeds-head-dim"]["probe"]["evidence"] == (
+        "flash-linear-attention is not installed"
+    )
+
+
+@pytest.mark.releases
+def test_text_report_shows_both_verdicts() -> None:
+    venv = release_venv("transformers==4.44.0")
+    done = run_doctor(venv, "check", "--probe", extra_env={"NO_COLOR": "1"})
+    text = done.stdout
+    assert "✗ gemma2-fa2-cu-seqlens [error, affected]" in text
+    assert "probe: affected-by-probe: " in text and "cu_seqlens_q=[16]" in text
+    assert "versions alone: affected" in text

@@ -13,9 +13,15 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from attn_doctor._compat import tomllib
+from attn_doctor.isolation import run_child
+from attn_doctor.probes.catalogue import Probe
+from attn_doctor.probes.observation import Observation
+from attn_doctor.probes.runner import interpret
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(
@@ -81,3 +87,20 @@ def run_python(venv: Path, code: str, timeout_s: float = 600) -> subprocess.Comp
         env=_environment(),
         timeout=timeout_s,
     )
+
+
+@dataclass
+class ProbeOutcome:
+    observations: dict[str, Observation]  # by rule id
+    wall_s: float
+    stderr: str
+
+
+def probe_in(venv: Path, probe: Probe, timeout_s: float = 180) -> ProbeOutcome:
+    """One probe's child with the venv's interpreter, read by the real runner."""
+    command = [str(venv / "bin" / "python"), "-m", "attn_doctor.probes.child", probe.module]
+    started = time.perf_counter()
+    output = run_child(command, _environment(), timeout_s)
+    wall_s = time.perf_counter() - started
+    found = {item.rule: item for item in interpret(probe, output, timeout_s)}
+    return ProbeOutcome(found, wall_s, output.stderr)

@@ -8,6 +8,7 @@ import json
 import pytest
 from support import cli
 
+from attn_doctor.probes.catalogue import PROBES
 from attn_doctor.repro.catalogue import REPROS
 
 
@@ -18,8 +19,13 @@ def all_results() -> dict:
     return {(r["repro"], r["case"]): r for r in json.loads(result.stdout)["results"]}
 
 
-def test_every_case_ran(all_results):
-    assert set(all_results) == {(repro.id, case.name) for repro in REPROS for case in repro.cases}
+def test_every_case_and_probe_ran(all_results):
+    cases = {(repro.id, case.name) for repro in REPROS for case in repro.cases}
+    probes = {(f"probe {probe.id}", rule) for probe in PROBES for rule in probe.rules}
+    assert set(all_results) == cases | probes
+    for key in probes:  # a probe row has no expectation; here, without the library, it says why
+        assert all_results[key]["expect_bug"] is None
+        assert all_results[key]["status"] in ("SKIPPED", "REPRODUCED", "NOT REPRODUCED")
 
 
 @pytest.mark.parametrize(("repro", "case"), [(r.id, c.name) for r in REPROS for c in r.cases])

@@ -21,7 +21,11 @@ PROBES: tuple[Probe, ...] = (
     Probe(
         id="transformers-fa2-unpad",
         module="attn_doctor.probes.transformers_fa2_unpad",
-        rules=("gemma2-fa2-cu-seqlens", "transformers-fa2-4d-attention-mask"),
+        rules=(
+            "gemma2-fa2-cu-seqlens",
+            "transformers-fa2-position-ids-not-from-zero",
+            "transformers-fa2-4d-attention-mask",
+        ),
         needs="transformers",
         summary="transformers' own FA2 path with validating stand-ins for flash_attn's functions",
     ),

@@ -26,7 +26,8 @@ import torch
 
 from attn_doctor.probes.observation import Observation, ProbeSkipped, ProbeVerdict
 
-CU_SEQLENS_RULE = "gemma2-fa2-cu-seqlens"
+CU_SEQLENS_RULE = "gemma2-fa2-cu-seqlens"  # 4.44.0: bad cu_seqlens reach flash_attn_varlen_func
+POSITION_IDS_RULE = "transformers-fa2-position-ids-not-from-zero"  # 4.54: transformers itself raises
 MASK_4D_RULE = "transformers-fa2-4d-attention-mask"
 TOLERANCE = 1e-4
 LENGTH, HEADS, KV_HEADS, HEAD_DIM = 8, 4, 2, 16
@@ -262,6 +263,7 @@ class Outcome:
     calls: tuple[str, ...]
     failure: str | None = None  # what a stand-in rejected, or what transformers raised
     error: float = float("nan")  # max |output - reference| over the real tokens
+    raised_by_transformers: bool = False  # before any flash_attn call
 
     @property
     def exact(self) -> bool:
@@ -320,7 +322,11 @@ class Fa2Path:
             where = (
                 "after " + self.stand_ins.calls[-1] if self.stand_ins.calls else "before any flash_attn call"
             )
-            return Outcome(tuple(self.stand_ins.calls), failure=f"{type(exc).__name__} {where}: {exc}")
+            return Outcome(
+                tuple(self.stand_ins.calls),
+                failure=f"{type(exc).__name__} {where}: {exc}",
+                raised_by_transformers=not self.stand_ins.calls,
+            )
         calls = tuple(self.stand_ins.calls)
         if output.shape != q.shape:
             return Outcome(calls, failure=f"output of shape {list(output.shape)} for q {list(q.shape)}")
@@ -367,10 +373,23 @@ def _answer(value: bool) -> Callable[..., bool]:
     return lambda *args, **kwargs: value
 
 
-def _observe(rule: str, case: Case, outcome: Outcome, note: str = "") -> Observation:
-    verdict = ProbeVerdict.NOT_AFFECTED if outcome.exact else ProbeVerdict.AFFECTED
+def _observe(
+    rule: str, case: Case, outcome: Outcome, note: str = "", affected: bool | None = None
+) -> Observation:
+    hit = not outcome.exact if affected is None else affected
+    verdict = ProbeVerdict.AFFECTED if hit else ProbeVerdict.NOT_AFFECTED
     evidence = " ".join(f"{case.description}{note}: {outcome.summary()}".split())
     return Observation(rule, verdict, evidence[:EVIDENCE_CHARS])
+
+
+def _offset_observations(outcome: Outcome, note: str) -> list[Observation]:
+    """Offset position_ids mistaken for packed sequences, told apart by where it breaks: bad metadata
+    handed to flash_attn (4.44.0) or an error in transformers' own metadata code (4.54.x)."""
+    in_transformers = not outcome.exact and outcome.raised_by_transformers
+    return [
+        _observe(CU_SEQLENS_RULE, OFFSET, outcome, note, affected=not outcome.exact and not in_transformers),
+        _observe(POSITION_IDS_RULE, OFFSET, outcome, note, affected=in_transformers),
+    ]
 
 
 def run() -> list[Observation]:
@@ -382,6 +401,6 @@ def run() -> list[Observation]:
             raise StandInMisuse(f"{path.name} fails a sanity batch ({case.description}: {outcome.summary()})")
     note = "" if takes_positions else " (the FA2 entry takes no position_ids)"
     return [
-        _observe(CU_SEQLENS_RULE, OFFSET, path.drive(OFFSET), note),
+        *_offset_observations(path.drive(OFFSET), note),
         _observe(MASK_4D_RULE, MASK_4D, path.drive(MASK_4D)),
     ]

@@ -9,17 +9,14 @@ fla runs RotaryEmbedding on the CPU only from 0.5.1; 0.5.2 no longer imports und
 from __future__ import annotations
 
 import textwrap
-import time
 
 import pytest
 import torch
 
-from attn_doctor.isolation import child_environment, run_child
 from attn_doctor.probes.catalogue import probes_for_rule
 from attn_doctor.probes.fla_rotary import RULE, Launch, guarded_copy, overrun, verdict
 from attn_doctor.probes.observation import ProbeVerdict
-from attn_doctor.probes.runner import interpret
-from tests.release_venvs import REPO, release_venv, run_python
+from tests.release_venvs import probe_in, release_venv, run_python
 
 [PROBE] = probes_for_rule(RULE)
 TIMEOUT_S = 120.0
@@ -94,14 +91,10 @@ RELEASES = [
 @pytest.mark.releases
 @pytest.mark.parametrize(("requirements", "expected", "evidence"), RELEASES)
 def test_real_releases(requirements: tuple[str, ...], expected: ProbeVerdict, evidence: str) -> None:
-    venv = release_venv(*requirements)
-    command = [str(venv / "bin" / "python"), "-m", "attn_doctor.probes.child", PROBE.module]
-    started = time.perf_counter()
-    output = run_child(command, child_environment(PYTHONPATH=str(REPO)), TIMEOUT_S)
-    wall_s = time.perf_counter() - started
-    [observation] = interpret(PROBE, output, TIMEOUT_S)
-    assert (observation.verdict, observation.evidence) == (expected, evidence), output.stderr[-2000:]
-    assert wall_s < 60
+    outcome = probe_in(release_venv(*requirements), PROBE)
+    [observation] = outcome.observations.values()
+    assert (observation.verdict, observation.evidence) == (expected, evidence), outcome.stderr[-2000:]
+    assert outcome.wall_s < 60
 
 
 FAITHFUL = textwrap.dedent(

@@ -8,27 +8,23 @@ still flattens a 4-D mask into gather indices past the batch.
 from __future__ import annotations
 
 import re
-import time
-from pathlib import Path
 
 import pytest
 import torch
 
-from attn_doctor.isolation import child_environment, run_child
 from attn_doctor.probes.catalogue import PROBES
-from attn_doctor.probes.observation import Observation, ProbeVerdict
-from attn_doctor.probes.runner import interpret
+from attn_doctor.probes.observation import ProbeVerdict
 from attn_doctor.probes.transformers_fa2_unpad import (
     CU_SEQLENS_RULE,
     MASK_4D_RULE,
+    POSITION_IDS_RULE,
     StandIns,
     Violation,
     reference_attention,
 )
-from tests.release_venvs import REPO, release_venv
+from tests.release_venvs import probe_in, release_venv
 
 PROBE = next(probe for probe in PROBES if probe.id == "transformers-fa2-unpad")
-TIMEOUT_S = 120.0
 AFFECTED, NOT_AFFECTED = ProbeVerdict.AFFECTED, ProbeVerdict.NOT_AFFECTED
 # The 4-D mask's gather: flash_attn's index_first_axis up to 4.52, transformers' own from 4.53 on.
 GATHER_PAST_BATCH = "index_first_axis got gather indices 0..127 for 16 tokens"
@@ -82,41 +78,53 @@ def test_gather_stand_in_rejects_indices_past_the_batch() -> None:
         StandIns().index_first_axis(torch.zeros(16, 2, 16), torch.arange(128))
 
 
-def probe_in(venv: Path) -> tuple[dict[str, Observation], float]:
-    env = child_environment(PYTHONPATH=str(REPO))
-    env.pop("VIRTUAL_ENV", None)
-    command = [str(venv / "bin" / "python"), "-m", "attn_doctor.probes.child", PROBE.module]
-    started = time.perf_counter()
-    output = run_child(command, env, TIMEOUT_S)
-    wall_s = time.perf_counter() - started
-    return {item.rule: item for item in interpret(PROBE, output, TIMEOUT_S)}, wall_s
-
-
 @pytest.mark.releases
 @pytest.mark.parametrize(
-    ("release", "cu_seqlens", "cu_seqlens_evidence", "mask_4d_evidence"),
+    ("release", "cu_seqlens", "position_ids", "offset_evidence", "mask_4d_evidence"),
     [
         # up to 4.42 the FA2 path is LlamaFlashAttention2's method, which takes no position_ids
-        ("4.40.0", NOT_AFFECTED, "(the FA2 entry takes no position_ids): flash_attn_func", GATHER_PAST_BATCH),
+        (
+            "4.40.0",
+            NOT_AFFECTED,
+            NOT_AFFECTED,
+            "(the FA2 entry takes no position_ids): flash_attn_func",
+            GATHER_PAST_BATCH,
+        ),
         (
             "4.44.0",
             AFFECTED,
+            NOT_AFFECTED,
             "flash_attn_varlen_func got cu_seqlens_q=[16]: does not start at 0",
             GATHER_PAST_BATCH,
         ),
-        ("4.44.1", NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
-        ("4.51.0", NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
-        ("4.51.1", NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
-        ("4.52.1", NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
-        ("5.23.0", NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", OWN_GATHER_PAST_BATCH),
+        ("4.44.1", NOT_AFFECTED, NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
+        ("4.51.0", NOT_AFFECTED, NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
+        ("4.51.1", NOT_AFFECTED, NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
+        ("4.52.1", NOT_AFFECTED, NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
+        # 4.54 sends any position_ids down the varlen path and raises in its own metadata code
+        (
+            "4.54.1",
+            NOT_AFFECTED,
+            AFFECTED,
+            "RuntimeError before any flash_attn call: max(): Expected reduction dim",
+            OWN_GATHER_PAST_BATCH,
+        ),
+        ("5.23.0", NOT_AFFECTED, NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", OWN_GATHER_PAST_BATCH),
     ],
 )
 def test_probe_on_release(
-    release: str, cu_seqlens: ProbeVerdict, cu_seqlens_evidence: str, mask_4d_evidence: str
+    release: str,
+    cu_seqlens: ProbeVerdict,
+    position_ids: ProbeVerdict,
+    offset_evidence: str,
+    mask_4d_evidence: str,
 ) -> None:
-    observations, wall_s = probe_in(release_venv(f"transformers=={release}"))
+    outcome = probe_in(release_venv(f"transformers=={release}"), PROBE)
+    observations, wall_s = outcome.observations, outcome.wall_s
     assert observations[CU_SEQLENS_RULE].verdict is cu_seqlens, observations
-    assert cu_seqlens_evidence in observations[CU_SEQLENS_RULE].evidence
+    assert observations[POSITION_IDS_RULE].verdict is position_ids, observations
+    for rule in (CU_SEQLENS_RULE, POSITION_IDS_RULE):  # one batch, told apart by where it broke
+        assert offset_evidence in observations[rule].evidence
     # No release is fixed: every one flattens the 4-D mask into indices past the 2x8 tokens.
     assert observations[MASK_4D_RULE].verdict is AFFECTED, observations
     assert mask_4d_evidence in observations[MASK_4D_RULE].evidence

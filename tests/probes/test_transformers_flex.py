@@ -7,21 +7,15 @@ bug in 4.51.0 only, and neither probe has anything to drive before flex_attentio
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 import pytest
 
-from attn_doctor.isolation import child_environment, run_child
 from attn_doctor.probes.catalogue import PROBES, Probe
 from attn_doctor.probes.observation import Observation, ProbeVerdict
-from attn_doctor.probes.runner import interpret
 from attn_doctor.probes.transformers_flex_blockmask import Attempt, Outcome, attempt, observe
-from tests.release_venvs import REPO, release_venv
+from tests.release_venvs import probe_in, release_venv
 
 BLOCKMASK = next(probe for probe in PROBES if probe.id == "transformers-flex-blockmask")
 PADDING = next(probe for probe in PROBES if probe.id == "transformers-flex-padding")
-TIMEOUT_S = 120.0
 AFFECTED, NOT_AFFECTED, SKIPPED = ProbeVerdict.AFFECTED, ProbeVerdict.NOT_AFFECTED, ProbeVerdict.SKIPPED
 NO_DIM = "AttributeError: 'BlockMask' object has no attribute 'dim'"
 PAD_NONE = "TypeError: pad(): argument 'pad' failed to unpack the object at pos 2"
@@ -62,17 +56,6 @@ def test_no_clean_answer_is_a_probe_error() -> None:
     attempts = [Attempt("Gemma2", Outcome.OTHER, "failed"), Attempt("Gemma3", Outcome.NOT_RUN, "absent")]
     with pytest.raises(RuntimeError, match="no clean answer: ctx: Gemma2: failed; Gemma3: absent"):
         observe("r", "ctx", attempts)
-
-
-def probe_in(venv: Path, probe: Probe) -> tuple[Observation, float]:
-    env = child_environment(PYTHONPATH=str(REPO))
-    env.pop("VIRTUAL_ENV", None)
-    command = [str(venv / "bin" / "python"), "-m", "attn_doctor.probes.child", probe.module]
-    started = time.perf_counter()
-    output = run_child(command, env, TIMEOUT_S)
-    wall_s = time.perf_counter() - started
-    (observation,) = interpret(probe, output, TIMEOUT_S)
-    return observation, wall_s
 
 
 @pytest.mark.releases
@@ -124,7 +107,8 @@ def probe_in(venv: Path, probe: Probe) -> tuple[Observation, float]:
     ids=lambda value: value.id if isinstance(value, Probe) else None,
 )
 def test_probe_on_release(release: str, probe: Probe, verdict: ProbeVerdict, evidence: list[str]) -> None:
-    observation, wall_s = probe_in(release_venv(f"transformers=={release}"), probe)
+    outcome = probe_in(release_venv(f"transformers=={release}"), probe)
+    [observation], wall_s = outcome.observations.values(), outcome.wall_s
     assert observation.verdict is verdict, observation
     for part in evidence:
         assert part in observation.evidence, observation

@@ -15,6 +15,8 @@ tests)
     --durations=10 2>&1 | tee "$OUT/pytest.log" | grep -v PASSED | tail -30
   ;;
 bench)
+  python3 -m pytest -q -p no:cacheprovider "tests/kernels/test_varlen_attention.py::test_smallest_and_largest_head_dims" \
+    tests/test_repro_cli.py 2>&1 | tee "$OUT/pytest-rerun.log" | tail -3
   python3 -m attn_doctor repro --all --format json > "$OUT/repro.json"
   python3 -m attn_doctor repro --all | tail -1
   python3 -m attn_doctor repro --all --sanitizer --format json > "$OUT/sanitizer.json"

@@ -245,18 +245,32 @@ _CONFIGS = [
 ]
 
 
+_SMALLEST_CONFIG = triton.Config({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=4, num_stages=2)
+
+
+def _shared_memory(config: triton.Config, head_dim: int, element_size: int) -> int:
+    """Bytes of shared memory a config needs: the Q tile plus K and V tiles for each pipelined stage
+    but one (Triton's own count is within a few KiB of this)."""
+    tiles = (config.num_stages - 1) * 2 * config.kwargs["BLOCK_N"] + config.kwargs["BLOCK_M"]
+    return int(tiles * head_dim * element_size)
+
+
 def _fitting_configs(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
-    """Tiles that fit the head dim: 128x256 fp32 tiles spill registers and take ptxas minutes per
-    config, so large head dims (and fp32) get narrower tiles, as flash-attn picks for hdim 256."""
+    """Tiles that fit the GPU's shared memory and the head dim: 128x256 fp32 tiles spill registers and
+    take ptxas minutes per config, so large head dims (and fp32) get narrower tiles, as flash-attn
+    picks for hdim 256."""
     head_dim = int(kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM", 128)))  # type: ignore[call-overload]
-    wide = named_args["Q"].element_size() > 2
+    q = named_args["Q"]
+    limit = triton.runtime.driver.active.utils.get_device_properties(q.device.index)["max_shared_mem"]
+    wide = q.element_size() > 2
     fitting = [
         c
         for c in configs
         if c.kwargs["BLOCK_M"] * head_dim <= 128 * 128
         and c.kwargs["BLOCK_N"] * head_dim <= (64 if wide else 128) * 128
+        and _shared_memory(c, head_dim, q.element_size()) <= limit - 16 * 1024
     ]
-    return fitting or [min(configs, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+    return fitting or [_SMALLEST_CONFIG]
 
 
 # dtypes are part of the autotuner's key already; causal/window/softcap reuse the head dim's winner

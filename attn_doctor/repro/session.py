@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 from attn_doctor.engine.loader import RuleSet
 from attn_doctor.errors import InputError
@@ -72,7 +73,9 @@ def run_plan(
         sanitizer=sanitizer,
         jobs=jobs or min(max(len(work), 1), os.cpu_count() or 1),
     )
-    results = run_cases(work, options) + probe_results(probes, timeout_s, options.jobs)
+    with ThreadPoolExecutor(max_workers=1) as side:  # probes import libraries while kernels run
+        probed = side.submit(probe_results, probes, timeout_s, options.jobs)
+        results = run_cases(work, options) + probed.result()
     return results, FORMATTERS[output_format](results)
 
 

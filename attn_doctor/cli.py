@@ -145,6 +145,15 @@ def check(
         list[Path],
         typer.Option("--source", help="Scan a flash-attention checkout before building it (repeatable)."),
     ] = [],  # noqa: B006
+    distributed: Annotated[
+        bool,
+        typer.Option(
+            "--distributed", help="Under torchrun or srun: one report of every rank's facts, on rank 0."
+        ),
+    ] = False,
+    distributed_timeout: Annotated[
+        float, typer.Option("--distributed-timeout", help="Seconds rank 0 waits for the other ranks.")
+    ] = 60.0,
 ) -> None:
     """Check this machine (or a target) against the rules database of known-bad combinations."""
     from attn_doctor import check as checking
@@ -161,6 +170,14 @@ def check(
     )
     env, fact_problems = checking.build_environment(what_if, project)
     ruleset = load_rules([database_path(), *rules], trust_database=True)
+    if distributed:
+        from attn_doctor.cluster.session import distributed_check
+
+        _cluster_formats(output_format)
+        cluster = distributed_check(env, ruleset, project, fail_on, fail_on_unknown, distributed_timeout)
+        if cluster is not None:  # rank 0 reports; the other ranks only sent their facts
+            _print_cluster(cluster, output_format)
+        raise typer.Exit(0 if cluster is None else cluster.exit_code)
     observations, observe_problems = checking.observe(env, live_probes, source, probe_timeout)
     result = checking.run_check(
         env, ruleset, project, fail_on, fail_on_unknown, [*fact_problems, *observe_problems], observations
@@ -216,6 +233,48 @@ def probe(
     for problem in problems:
         _error(problem)
     raise typer.Exit(EXIT_INPUT_ERROR if problems else 0)
+
+
+@app.command()
+@_one_line_errors
+def merge(
+    files: Annotated[list[Path], typer.Argument(help="Per-node `attn-doctor probe --json` files.")],
+    config: ConfigOption = None,
+    rules: Annotated[
+        list[Path], typer.Option("--rules", help="Extra rule files or folders (repeatable).")
+    ] = [],  # noqa: B006
+    output_format: Annotated[str, typer.Option("--format", "-f", help="rich or json.")] = "rich",
+    fail_on: Annotated[
+        str | None, typer.Option("--fail-on", help="error (default), warning, info, never.")
+    ] = None,
+    fail_on_unknown: Annotated[bool, typer.Option("--fail-on-unknown")] = False,
+) -> None:
+    """One cluster report from per-node probe files: findings per node and drift between nodes."""
+    from attn_doctor.cluster.session import merge_files
+    from attn_doctor.config import FAIL_ON_LEVELS, find_pyproject, load_config
+    from attn_doctor.engine.loader import database_path, load_rules
+
+    _cluster_formats(output_format)
+    if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
+        raise InputError("--fail-on", f"{fail_on!r} is not one of {', '.join(FAIL_ON_LEVELS)}")
+    project = load_config(config if config is not None else find_pyproject(Path.cwd()))
+    ruleset = load_rules([database_path(), *rules], trust_database=True)
+    cluster = merge_files(files, ruleset, project, fail_on, fail_on_unknown)
+    _print_cluster(cluster, output_format)
+    raise typer.Exit(cluster.exit_code)
+
+
+def _cluster_formats(output_format: str) -> None:
+    if output_format not in ("rich", "json"):
+        raise InputError("--format", f"{output_format!r}: a cluster report is rich or json")
+
+
+def _print_cluster(cluster: Any, output_format: str) -> None:
+    from attn_doctor.report.cluster_report import FORMATTERS
+
+    sys.stdout.write(FORMATTERS[output_format](cluster))
+    for line in [*cluster.missing, *cluster.problems]:
+        _error(line)
 
 
 @app.command()

@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from attn_doctor.kernels.errors import MetadataError
+from attn_doctor.kernels.metadata import check_indices
 from attn_doctor.kernels.numerics import poisoned
 from attn_doctor.kernels.varlen_attention import INTERPRETED, require_launchable
 
@@ -33,22 +34,6 @@ def _gather(
 
 
 _gather_debug = triton.jit(debug=True)(_gather.fn)
-
-
-def check_indices(indices: torch.Tensor, n_rows: int) -> list[str]:
-    """Problems with gather indices for a tensor of n_rows rows, one line each (empty: fine)."""
-    if indices.dim() != 1 or indices.dtype not in (torch.int32, torch.int64):
-        return [f"indices must be a 1-D integer tensor, got {indices.dtype} of shape {list(indices.shape)}"]
-    if indices.numel() == 0:
-        return []
-    low, high = int(indices.min()), int(indices.max())
-    if low < 0 or high >= n_rows:
-        bad = int(((indices < 0) | (indices >= n_rows)).sum())
-        return [
-            f"{bad} of {indices.numel()} indices fall outside [0, {n_rows}) (they span {low}..{high}): "
-            f"a mask with more entries than batch*seq, e.g. 4-D [B, 1, T, T] where [B, T] belongs"
-        ]
-    return []
 
 
 def gather_rows(x: torch.Tensor, indices: torch.Tensor, debug: bool = False) -> torch.Tensor:

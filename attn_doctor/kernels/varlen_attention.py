@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from attn_doctor.kernels.errors import MetadataError
+from attn_doctor.kernels.metadata import check_metadata, layout_problems
 from attn_doctor.kernels.numerics import poisoned
 
 LOG2E = math.log2(math.e)
@@ -290,62 +291,6 @@ def require_launchable(device: torch.device) -> None:
         raise RuntimeError("CPU tensors need TRITON_INTERPRET=1 in the environment before triton is imported")
 
 
-def _layout_problems(cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor) -> list[str]:
-    """What is wrong with the cu_seqlens tensors themselves: known on the host without reading them."""
-    problems = []
-    for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
-        if cu.dtype != torch.int32 or cu.dim() != 1:
-            problems.append(f"{name} must be a 1-D int32 tensor, got {cu.dtype} of shape {list(cu.shape)}")
-        elif cu.numel() < 2:
-            problems.append(f"{name} has {cu.numel()} entry: it needs batch + 1 >= 2, from 0 to the total")
-    if not problems and cu_seqlens_q.shape != cu_seqlens_k.shape:
-        problems.append(
-            f"cu_seqlens_q has {cu_seqlens_q.numel()} entries, cu_seqlens_k {cu_seqlens_k.numel()}"
-        )
-    return problems
-
-
-def _value_problems(name: str, cu: torch.Tensor, max_seqlen: int, total: int) -> list[str]:
-    values = cu.tolist()
-    shown = values if len(values) <= 8 else [*values[:4], "...", *values[-2:]]
-    problems = []
-    if values and values[0] != 0:
-        problems.append(f"{name}={shown} starts at {values[0]}, not 0")
-    drops = [i for i in range(1, len(values)) if values[i] < values[i - 1]]
-    if drops:
-        problems.append(
-            f"{name} decreases at entry {drops[0]} ({values[drops[0] - 1]} -> {values[drops[0]]})"
-        )
-    if values and values[-1] != total:
-        problems.append(f"{name}={shown} ends at {values[-1]}, not at the {total} packed tokens")
-    outside = [x for x in values if not 0 <= x <= total]
-    if outside:
-        problems.append(f"{name} has entries outside [0, {total}]: {outside[:4]}")
-    longest = max((b - a for a, b in zip(values, values[1:], strict=False)), default=None)
-    if longest is not None and max_seqlen != longest:
-        problems.append(f"max_seqlen for {name} is {max_seqlen} but the longest sequence is {longest}")
-    return problems
-
-
-def check_metadata(
-    cu_seqlens_q: torch.Tensor,
-    cu_seqlens_k: torch.Tensor,
-    max_seqlen_q: int,
-    max_seqlen_k: int,
-    total_q: int,
-    total_k: int,
-) -> list[str]:
-    """Every way the metadata fails to describe the packed tensors, one line each (empty: consistent)."""
-    problems = _layout_problems(cu_seqlens_q, cu_seqlens_k)
-    for name, cu, max_seqlen, total in (
-        ("cu_seqlens_q", cu_seqlens_q, max_seqlen_q, total_q),
-        ("cu_seqlens_k", cu_seqlens_k, max_seqlen_k, total_k),
-    ):
-        if cu.dtype == torch.int32 and cu.dim() == 1:
-            problems += _value_problems(name, cu, max_seqlen, total)
-    return problems
-
-
 def _check_shapes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if q.dim() != 3 or k.dim() != 3 or k.shape != v.shape:
         raise ValueError(
@@ -396,7 +341,7 @@ def varlen_attention(
             cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q.shape[0], k.shape[0]
         )
     else:
-        problems = _layout_problems(cu_seqlens_q, cu_seqlens_k)
+        problems = layout_problems(cu_seqlens_q, cu_seqlens_k)
     if problems:
         raise MetadataError("; ".join(problems))
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))

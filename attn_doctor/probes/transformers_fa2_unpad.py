@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import torch
 
+from attn_doctor.kernels.metadata import check_indices, check_metadata
 from attn_doctor.probes.observation import Observation, ProbeSkipped, ProbeVerdict
 
 CU_SEQLENS_RULE = "gemma2-fa2-cu-seqlens"  # 4.44.0: bad cu_seqlens reach flash_attn_varlen_func
@@ -61,37 +62,10 @@ def _listed(values: list[int]) -> str:
     return str(values) if len(values) <= 12 else f"[{', '.join(map(str, values[:12]))}, ...]"
 
 
-def _check_cu_seqlens(name: str, cu_seqlens: torch.Tensor, max_seqlen: Any, total: int) -> None:
-    """flash_attn's contract: 1-D int32, starts at 0, never decreases, ends at the token count, and
-    max_seqlen is the longest sequence."""
-    max_name = name.replace("cu_seqlens", "max_seqlen")
-    if cu_seqlens.dim() != 1 or cu_seqlens.dtype != torch.int32:
-        raise Violation(
-            f"flash_attn_varlen_func got {name} of {cu_seqlens.dtype}, shape {list(cu_seqlens.shape)}: "
-            "it needs a 1-D int32 tensor"
-        )
-    values = [int(x) for x in cu_seqlens.tolist()]
-    lengths = [end - start for start, end in zip(values, values[1:])]
-    if not values or values[0] != 0:
-        problem = "does not start at 0"
-    elif min(lengths, default=0) < 0:
-        problem = "decreases"
-    elif values[-1] != total:
-        problem = f"ends at {values[-1]}, not at the {total} tokens given"
-    elif int(max_seqlen) != max(lengths, default=0):
-        problem = f"its longest sequence is {max(lengths, default=0)}"
-    else:
-        return
-    raise Violation(
-        f"flash_attn_varlen_func got {name}={_listed(values)}: {problem} ({max_name}={int(max_seqlen)})"
-    )
-
-
-def _check_indices(function: str, indices: torch.Tensor, size: int) -> None:
-    if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= size):
-        raise Violation(
-            f"{function} got gather indices {int(indices.min())}..{int(indices.max())} for {size} tokens"
-        )
+def _refuse_indices(function: str, indices: torch.Tensor, rows: int) -> None:
+    problems = check_indices(indices, rows)
+    if problems:
+        raise Violation(f"{function}: {problems[0]}")
 
 
 def _import_only(name: str) -> Callable[..., Any]:
@@ -138,13 +112,10 @@ class StandIns:
     ) -> torch.Tensor:
         self.calls.append(f"flash_attn_varlen_func(cu_seqlens_q={_listed(cu_seqlens_q.flatten().tolist())})")
         _no_dropout(dropout_p)
-        _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, max_seqlen_q, q.shape[0])
-        _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, max_seqlen_k, k.shape[0])
-        if cu_seqlens_q.numel() != cu_seqlens_k.numel():
-            raise Violation(
-                f"flash_attn_varlen_func got {cu_seqlens_q.numel() - 1} query and "
-                f"{cu_seqlens_k.numel() - 1} key sequences"
-            )
+        max_q, max_k = int(max_seqlen_q), int(max_seqlen_k)  # 0-dim tensors in some releases
+        problems = check_metadata(cu_seqlens_q, cu_seqlens_k, max_q, max_k, q.shape[0], k.shape[0])
+        if problems:
+            raise Violation(f"flash_attn_varlen_func(max_seqlen_q={max_q}): {'; '.join(problems)}")
         bounds_q, bounds_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
         pieces = [
             reference_attention(q[qa:qb], k[ka:kb], v[ka:kb], causal, softmax_scale)
@@ -153,11 +124,11 @@ class StandIns:
         return torch.cat(pieces).to(q.dtype)
 
     def index_first_axis(self, tensor: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
-        _check_indices("index_first_axis", indices, tensor.shape[0])
+        _refuse_indices("index_first_axis", indices, tensor.shape[0])
         return tensor[indices]
 
     def pad_input(self, hidden: torch.Tensor, indices: torch.Tensor, batch: int, seqlen: int) -> torch.Tensor:
-        _check_indices("pad_input", indices, batch * seqlen)
+        _refuse_indices("pad_input", indices, batch * seqlen)
         if indices.numel() != hidden.shape[0]:
             raise Violation(f"pad_input got {indices.numel()} indices for {hidden.shape[0]} tokens")
         output = hidden.new_zeros(batch * seqlen, *hidden.shape[1:])

@@ -6,10 +6,11 @@ import pytest
 import torch
 
 from attn_doctor.kernels.errors import MetadataError
+from attn_doctor.kernels.metadata import check_indices, check_metadata
 from attn_doctor.kernels.numerics import compare
-from attn_doctor.kernels.unpad import check_indices, gather_rows, reference, unpad_indices
-from attn_doctor.kernels.varlen_attention import check_metadata, varlen_attention
+from attn_doctor.kernels.unpad import gather_rows, reference, unpad_indices
 from attn_doctor.kernels.varlen_attention import reference as attention_reference
+from attn_doctor.kernels.varlen_attention import varlen_attention
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="the host reads indices only for CPU tensors")

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from attn_doctor.kernels.errors import MetadataError
+from attn_doctor.kernels.metadata import check_metadata
 from attn_doctor.kernels.numerics import compare
 from attn_doctor.kernels.unpad import unpad_indices
-from attn_doctor.kernels.varlen_attention import check_metadata, reference, varlen_attention
+from attn_doctor.kernels.varlen_attention import reference, varlen_attention
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 cpu_only = pytest.mark.skipif(

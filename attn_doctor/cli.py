@@ -330,6 +330,137 @@ def repro(
     raise typer.Exit(0 if all(r.as_expected for r in results) else 1)
 
 
+@app.command()
+@_one_line_errors
+def report(
+    gpu: GpuOption = [],  # noqa: B006
+    pin: PinOption = [],  # noqa: B006
+    requirements: RequirementsOption = [],  # noqa: B006
+    env_file: EnvFileOption = None,
+    path: PathOption = [],  # noqa: B006
+    feature: FeatureOption = None,
+    config: ConfigOption = None,
+    live_probes: Annotated[
+        bool, typer.Option("--probe", help="Also run the live probes (as check --probe).")
+    ] = False,
+    probe_timeout: Annotated[
+        float, typer.Option("--probe-timeout", help="Seconds before a probe counts as hung.")
+    ] = 120.0,
+    repro_json: Annotated[
+        Path | None, typer.Option("--repro-json", help="Include results saved by `repro --format json`.")
+    ] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here, not to stdout.")] = None,
+) -> None:
+    """Markdown for a GitHub issue: facts, findings, commands to reproduce; secrets left out."""
+    from attn_doctor import check as checking
+    from attn_doctor.config import find_pyproject, load_config
+    from attn_doctor.engine.loader import load_rules
+    from attn_doctor.report.issue import IssueInputs, render
+    from attn_doctor.report.repro_file import load_repro_results
+
+    what_if = checking.WhatIf(env_file, path, requirements, pin, gpu, feature)
+    repro_results = [] if repro_json is None else load_repro_results(repro_json)
+    inputs = IssueInputs(what_if, config, live_probes, repro_json, repro_results)
+    project = load_config(config if config is not None else find_pyproject(Path.cwd()))
+    env, fact_problems = checking.build_environment(what_if, project)
+    observations, observe_problems = checking.observe(env, live_probes, [], probe_timeout)
+    problems = [*fact_problems, *observe_problems]
+    result = checking.run_check(env, load_rules(), project, None, False, problems, observations)
+    text = render(result, inputs, os.environ)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(str(output), exc.strerror or "cannot write") from None
+    for problem in result.problems:
+        _error(problem)
+    raise typer.Exit(EXIT_INPUT_ERROR if result.problems else 0)
+
+
+@app.command()
+@_one_line_errors
+def fix(
+    gpu: GpuOption = [],  # noqa: B006
+    pin: PinOption = [],  # noqa: B006
+    requirements: RequirementsOption = [],  # noqa: B006
+    env_file: EnvFileOption = None,
+    path: PathOption = [],  # noqa: B006
+    feature: FeatureOption = None,
+    config: ConfigOption = None,
+    rules: Annotated[
+        list[Path], typer.Option("--rules", help="Extra rule files or folders (repeatable).")
+    ] = [],  # noqa: B006
+    fail_on: Annotated[
+        str | None,
+        typer.Option("--fail-on", help="Lowest severity to clear: error (default), warning, info."),
+    ] = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Also write the versions as a constraints file.")
+    ] = None,
+) -> None:
+    """The fewest version changes that clear the failing findings, as a pip command. Installs nothing."""
+    from attn_doctor import check as checking
+    from attn_doctor.config import FAIL_ON_LEVELS, find_pyproject, load_config
+    from attn_doctor.fixer.plan import run_fix
+    from attn_doctor.report import fix_report
+
+    if output_format not in ("text", "json"):
+        raise InputError("--format", f"{output_format!r} is not one of text, json")
+    if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
+        raise InputError("--fail-on", f"{fail_on!r} is not one of {', '.join(FAIL_ON_LEVELS)}")
+    project = load_config(config if config is not None else find_pyproject(Path.cwd()))
+    what_if = checking.WhatIf(
+        env_file=env_file, site_paths=path, requirements=requirements, pins=pin, gpus=gpu, features=feature
+    )
+    plan = run_fix(what_if, project, rules, fail_on)
+    if output is not None:
+        fix_report.write_constraints(plan, output)
+    sys.stdout.write(fix_report.render(plan, output_format, output))
+    for problem in plan.before.problems:
+        _error(problem)
+    raise typer.Exit(plan.exit_code)
+
+
+@app.command()
+@_one_line_errors
+def explain(
+    log: Annotated[str, typer.Argument(help="A traceback or log file; - (the default) reads stdin.")] = "-",
+    gpu: GpuOption = [],  # noqa: B006
+    pin: PinOption = [],  # noqa: B006
+    requirements: RequirementsOption = [],  # noqa: B006
+    env_file: EnvFileOption = None,
+    path: PathOption = [],  # noqa: B006
+    feature: FeatureOption = None,
+    config: ConfigOption = None,
+    rules: Annotated[
+        list[Path], typer.Option("--rules", help="Extra rule files or folders (repeatable).")
+    ] = [],  # noqa: B006
+    output_format: Annotated[str, typer.Option("--format", "-f", help="rich or json.")] = "rich",
+) -> None:
+    """Name the known causes of an error in a traceback or training log, ranked for this stack.
+
+    Exit codes: 0 a known cause found, 1 none, 2 input error, 3 internal error.
+    """
+    from attn_doctor import check as checking
+    from attn_doctor.explain import explain as run_explain
+    from attn_doctor.report import explain_report
+
+    if output_format not in ("rich", "json"):
+        raise InputError("--format", f"{output_format!r} is not one of rich, json")
+    what_if = checking.WhatIf(
+        env_file=env_file, site_paths=path, requirements=requirements, pins=pin, gpus=gpu, features=feature
+    )
+    result = run_explain(log, what_if, config, rules)
+    render = explain_report.to_json if output_format == "json" else explain_report.to_text
+    sys.stdout.write(render(result))
+    for problem in result.problems:
+        _error(problem)
+    raise typer.Exit(result.exit_code)
+
+
 @rules_app.command("list")
 @_one_line_errors
 def rules_list() -> None:

@@ -176,12 +176,20 @@ def _string_list(value: Any, where: str, problems: _Problems) -> list[str] | Non
 
 
 def _symptoms(value: Any, problems: _Problems, compile_patterns: bool) -> tuple[str, ...]:
+    """Each pattern must compile and stay in the safe subset that `explain` can run on any log."""
     patterns = _string_list(value, "symptoms", problems) or []
-    for index, pattern in enumerate(patterns if compile_patterns else ()):
+    if not compile_patterns:
+        return tuple(patterns)
+    from attn_doctor.engine.patterns import UnsafePattern, analyse
+
+    for index, pattern in enumerate(patterns):
         try:
             re.compile(pattern)
+            analyse(pattern)
         except re.error as exc:
             problems.add(f"symptoms[{index}]", f"not a regular expression: {exc}")
+        except UnsafePattern as exc:
+            problems.add(f"symptoms[{index}]", f"{pattern!r}: {exc}")
     return tuple(patterns)
 
 

@@ -8,9 +8,10 @@ matcher turns missing facts into "unknown" verdicts, never into passes.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from attn_doctor import __version__
 from attn_doctor.errors import InputError
 
 ENV_SCHEMA_ID = "attn-doctor/environment"
@@ -84,53 +85,51 @@ class Environment:
         if not isinstance(data, dict) or data.get("schema") != ENV_SCHEMA_ID:
             raise InputError(source, f'not an attn-doctor environment (no "schema": "{ENV_SCHEMA_ID}")')
         if data.get("schema_version") != ENV_SCHEMA_VERSION:
-            raise InputError(
-                source,
-                f"schema_version {data.get('schema_version')!r} is not supported "
-                f"(this attn-doctor reads {ENV_SCHEMA_VERSION})",
-            )
+            raise InputError(source, _unsupported_version(data.get("schema_version")))
+        missing = [f.name for f in fields(cls) if f.name not in data]
+        if missing:
+            raise InputError(source, f"malformed environment: missing {', '.join(missing)}")
         try:
             packages = {
                 name: Package(
                     name=name,
-                    version=_opt_str(p.get("version")),
+                    version=_opt_str(p["version"]),
                     distribution=str(p["distribution"]),
                     origin=f"{source}",
                 )
-                for name, p in _mapping(data.get("packages", {})).items()
+                for name, p in _mapping(data["packages"]).items()
             }
-            build = data.get("torch_build")
+            build = data["torch_build"]
             torch_build = (
                 None
                 if build is None
-                else TorchBuild(
-                    cuda=_opt_str(_mapping(build).get("cuda")), hip=_opt_str(_mapping(build).get("hip"))
-                )
+                else TorchBuild(cuda=_opt_str(_mapping(build)["cuda"]), hip=_opt_str(_mapping(build)["hip"]))
             )
             gpus = [
                 Gpu(
                     name=str(g["name"]),
-                    compute_capability=_opt_str(g.get("compute_capability")),
-                    driver=_opt_str(g.get("driver")),
+                    compute_capability=_opt_str(g["compute_capability"]),
+                    driver=_opt_str(g["driver"]),
                 )
-                for g in _list(data.get("gpus", []))
+                for g in _list(data["gpus"])
             ]
-            features = data.get("features")
+            features = data["features"]
             return cls(
                 packages=packages,
                 torch_build=torch_build,
                 gpus=gpus,
-                gpu_source=str(data.get("gpu_source", "unknown")),
-                nvcc=_opt_str(data.get("nvcc")),
-                python=_opt_str(data.get("python")),
-                platform=_opt_str(data.get("platform")),
-                os=_opt_str(data.get("os")),
-                libc=_opt_str(data.get("libc")),
+                gpu_source=str(data["gpu_source"]),
+                nvcc=_opt_str(data["nvcc"]),
+                python=_opt_str(data["python"]),
+                platform=_opt_str(data["platform"]),
+                os=_opt_str(data["os"]),
+                libc=_opt_str(data["libc"]),
                 features=None if features is None else [str(f) for f in _list(features)],
                 sources=[f"--env-file {source}"],
             )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise InputError(source, f"malformed environment: {type(exc).__name__}: {exc}") from None
+            problem = f"missing field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+            raise InputError(source, f"malformed environment: {problem}") from None
 
 
 def torch_build_from_version(version: str | None) -> TorchBuild | None:
@@ -149,6 +148,17 @@ def torch_build_from_version(version: str | None) -> TorchBuild | None:
     if label.startswith("rocm"):
         return TorchBuild(hip=label[4:])
     return None
+
+
+def _unsupported_version(version: Any) -> str:
+    if isinstance(version, int) and version > ENV_SCHEMA_VERSION:
+        return (
+            f"schema_version {version} is newer than attn-doctor {__version__} reads "
+            f"({ENV_SCHEMA_VERSION}): upgrade attn-doctor here, or probe with the same version there"
+        )
+    return (
+        f"schema_version {version!r} is not supported (attn-doctor {__version__} reads {ENV_SCHEMA_VERSION})"
+    )
 
 
 def _opt_str(value: Any) -> str | None:

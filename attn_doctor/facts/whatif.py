@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
@@ -49,7 +50,7 @@ def parse_requirements(path: Path) -> dict[str, Package]:
 
 
 def _parse_requirements(path: Path, depth: int, seen: set[Path]) -> dict[str, Package]:
-    text = _read_text(path)
+    text = read_input(path)
     resolved = path.resolve()
     if resolved in seen or depth > MAX_INCLUDE_DEPTH:
         raise InputError(str(path), "requirements include themselves (-r/-c loop)")
@@ -139,15 +140,19 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
 
 def load_environment_file(path: Path) -> Environment:
     """The JSON that ``attn-doctor probe --json`` wrote on another machine."""
-    text = _read_text(path)
+    return Environment.from_json_dict(read_json(path), str(path))
+
+
+def read_json(path: Path) -> Any:
+    """A user's JSON input file; anything that is not JSON is an InputError naming the file."""
     try:
-        data = json.loads(text)
+        return json.loads(read_input(path))
     except json.JSONDecodeError as exc:
         raise InputError(str(path), f"not JSON: {exc.msg} at line {exc.lineno}") from None
-    return Environment.from_json_dict(data, str(path))
 
 
-def _read_text(path: Path) -> str:
+def read_input(path: Path) -> str:
+    """A user's input file as text; too large or binary is an InputError naming the file."""
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_INPUT_BYTES + 1)

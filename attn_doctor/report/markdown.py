@@ -13,6 +13,17 @@ def to_markdown(result: CheckResult) -> str:
         "",
         f"Facts from: {', '.join(env.sources)}. Exit code {result.exit_code}.",
         "",
+        *findings_table(result),
+    ]
+    not_affected = sum(f.verdict is Verdict.NOT_AFFECTED for f in result.findings)
+    out += ["", f"{not_affected} more rules checked: not affected."]
+    out += [f"- input problem: {cell(problem)}" for problem in result.problems]
+    return "\n".join(out) + "\n"
+
+
+def findings_table(result: CheckResult) -> list[str]:
+    """A row per affected or unknown finding (also the findings of `attn-doctor report`)."""
+    out = [
         "| verdict | severity | rule | fix | reference |",
         "| --- | --- | --- | --- | --- |",
     ]
@@ -24,14 +35,12 @@ def to_markdown(result: CheckResult) -> str:
         if finding.probe is not None:
             verdict += f" ({finding.probe.verdict.value}: {finding.probe.evidence})"
         out.append(
-            f"| {_md(verdict)} | {rule.severity} | `{rule.id}`: {_md(rule.title)} "
-            f"| {_md(rule.fix_summary)} | {rule.references[0]} |"
+            f"| {cell(verdict)} | {rule.severity} | `{rule.id}`: {cell(rule.title)} "
+            f"| {cell(rule.fix_summary)} | {rule.references[0]} |"
         )
-    not_affected = sum(f.verdict is Verdict.NOT_AFFECTED for f in result.findings)
-    out += ["", f"{not_affected} more rules checked: not affected."]
-    out += [f"- input problem: {_md(problem)}" for problem in result.problems]
-    return "\n".join(out) + "\n"
+    return out
 
 
-def _md(text: str) -> str:
+def cell(text: str) -> str:
+    """``text`` on one line, safe inside a table cell."""
     return " ".join(text.replace("|", "\\|").split())

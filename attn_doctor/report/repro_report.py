@@ -7,8 +7,10 @@ import json
 from dataclasses import asdict
 
 from attn_doctor import __version__
+from attn_doctor.report.markdown import cell
 from attn_doctor.repro.runner import CaseResult, Status
 
+REPRO_SCHEMA_ID, REPRO_SCHEMA_VERSION = "attn-doctor/repro", 1
 _EXPECTED = {True: "bug expected", False: "clean run expected", None: "live probe: either way"}
 
 
@@ -37,8 +39,8 @@ def summary(results: list[CaseResult]) -> str:
 
 def to_json(results: list[CaseResult]) -> str:
     document = {
-        "schema": "attn-doctor/repro",
-        "schema_version": 1,
+        "schema": REPRO_SCHEMA_ID,
+        "schema_version": REPRO_SCHEMA_VERSION,
         "tool": {"name": "attn-doctor", "version": __version__},
         "results": [{**asdict(r), "status": r.status.value, "as_expected": r.as_expected} for r in results],
     }
@@ -46,17 +48,21 @@ def to_json(results: list[CaseResult]) -> str:
 
 
 def to_markdown(results: list[CaseResult]) -> str:
+    return "\n".join(["## attn-doctor repro", "", *markdown_table(results), "", summary(results)]) + "\n"
+
+
+def markdown_table(results: list[CaseResult]) -> list[str]:
+    """A row per case (also the repro results of `attn-doctor report`)."""
     rows = [
         "| repro | case | verdict | expected | detail | device | rerun |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
-        detail = r.detail.replace("|", "\\|")
         rows.append(
-            f"| {r.repro} | {r.case} | {r.status.value} | {_EXPECTED[r.expect_bug]} "
-            f"| {detail} | {r.device} | `{r.command}` |"
+            f"| {cell(r.repro)} | {cell(r.case)} | {r.status.value} | {_EXPECTED[r.expect_bug]} "
+            f"| {cell(r.detail)} | {cell(r.device)} | `{cell(r.command)}` |"
         )
-    return "\n".join(["## attn-doctor repro", "", *rows, "", summary(results)]) + "\n"
+    return rows
 
 
 FORMATTERS = {"rich": to_text, "json": to_json, "markdown": to_markdown}

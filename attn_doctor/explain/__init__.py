@@ -1,0 +1,73 @@
+"""`attn-doctor explain`: name the known causes of an error in a traceback or a whole training log.
+
+Time is bounded on any input, whatever its size or content:
+
+- reader.py reads fixed-size chunks and cuts every line to LINE_CAP (4 KiB) bytes, so memory is
+  one chunk plus one line, and no line handed on is longer than LINE_CAP;
+- symptoms.py finds the lines containing each pattern's required literal by substring search
+  over whole chunks (C speed, each byte scanned a bounded number of times per literal);
+- only those lines, and only when they hold all the pattern's literals in order, meet a regular
+  expression, once per distinct recent line; every pattern is in the safe subset that rule
+  validation enforces (engine/patterns.py): no backreferences or look-around, no nested
+  quantifiers, at most MAX_WAYS ways to split a line, so one search of a line costs at most
+  LINE_CAP x MAX_WAYS steps (the shipped patterns, one ``.*`` between literals, match at the first
+  attempt on any line that passes the in-order test).
+
+Hence the time is linear in the input's size: bytes times distinct literals for the search, plus a
+bounded cost per candidate line. benchmarks/explain_throughput.py measures it on hostile logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from attn_doctor.check import WhatIf, build_environment
+from attn_doctor.config import find_pyproject, load_config
+from attn_doctor.engine.loader import database_path, load_rules
+from attn_doctor.engine.matcher import match
+from attn_doctor.explain.rank import Cause, rank
+from attn_doctor.explain.reader import LogReader, open_log
+from attn_doctor.explain.scan import scan
+from attn_doctor.explain.symptoms import compile_symptoms
+from attn_doctor.facts.model import Environment
+
+EXIT_CAUSE_FOUND, EXIT_NO_CAUSE, EXIT_INPUT_ERROR = 0, 1, 2
+
+
+@dataclass
+class Explanation:
+    source: str  # the file name, or "-" for stdin
+    bytes_read: int
+    lines: int
+    environment: Environment
+    causes: list[Cause]  # most likely first
+    rules_with_symptoms: int
+    problems: list[str]  # input problems (a bad --rules file, broken metadata): exit 2
+
+    @property
+    def exit_code(self) -> int:
+        if self.problems:
+            return EXIT_INPUT_ERROR
+        return EXIT_CAUSE_FOUND if self.causes else EXIT_NO_CAUSE
+
+
+def explain(source: str, what_if: WhatIf, config_path: Path | None, extra_rules: list[Path]) -> Explanation:
+    """Read the log ``source`` (a file, or ``-`` for stdin) and rank the rules it shows symptoms of."""
+    ruleset = load_rules([database_path(), *extra_rules])
+    symptoms = compile_symptoms(ruleset.rules)
+    config = load_config(config_path if config_path is not None else find_pyproject(Path.cwd()))
+    with open_log(source) as stream:
+        env, fact_problems = build_environment(what_if, config)
+        reader = LogReader(stream, source)
+        hits = scan(reader, symptoms)
+    findings = [match(rule, env) for rule in ruleset.rules]
+    return Explanation(
+        source=source,
+        bytes_read=reader.bytes_read,
+        lines=reader.lines,
+        environment=env,
+        causes=rank(findings, symptoms, hits),
+        rules_with_symptoms=sum(bool(rule.symptoms) for rule in ruleset.rules),
+        problems=[*ruleset.problems, *fact_problems],
+    )

@@ -1,0 +1,80 @@
+"""The rules' symptom patterns, compiled once per run, each behind its literal prefilter.
+
+A symptom is tested on a line only when the line contains the literal that every match of it
+contains (engine/patterns.py); finding those lines is a substring search over a whole block,
+which runs in C and touches each byte a bounded number of times per literal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from attn_doctor.engine.patterns import analyse
+from attn_doctor.engine.schema import Rule
+
+
+@dataclass(frozen=True)
+class Symptom:
+    pattern: str
+    literal: bytes  # UTF-8 of the longest literal every match contains: the prefilter
+    runs: tuple[bytes, ...]  # every literal a match contains, in order
+    regex: re.Pattern[str] | None  # None: the pattern is its literal, a substring test decides
+    rules: tuple[str, ...]  # the rules that name it: the fewer, the more telling a match
+
+    def matches(self, line: bytes) -> bool:
+        """Whether the pattern matches ``line``, a line that contains the literal.
+
+        The regex runs only on a line that holds all the pattern's literals in order: a line
+        that repeats one literal and never completes the match (the case where backtracking
+        costs most) is turned away by substring searches.
+        """
+        if self.regex is None:
+            return True
+        return _in_order(line, self.runs) and self.regex.search(line.decode("utf-8", "replace")) is not None
+
+
+def compile_symptoms(rules: list[Rule]) -> list[Symptom]:
+    """One Symptom per distinct pattern. The rules are validated: every pattern is in the safe subset."""
+    naming: dict[str, list[str]] = {}
+    for rule in rules:
+        for pattern in rule.symptoms:
+            naming.setdefault(pattern, []).append(rule.id)
+    symptoms = []
+    for pattern, rule_ids in naming.items():
+        shape = analyse(pattern)
+        symptoms.append(
+            Symptom(
+                pattern=pattern,
+                literal=shape.literal.encode("utf-8"),
+                runs=tuple(run.encode("utf-8") for run in shape.runs),
+                regex=None if shape.plain else re.compile(pattern),
+                rules=tuple(rule_ids),
+            )
+        )
+    return symptoms
+
+
+def lines_containing(text: bytes, literal: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of ``text`` (whole lines, ``\\n``-terminated) containing ``literal``.
+
+    After a hit the search resumes at the end of that line, so each byte is scanned at most twice
+    (backwards to the line start, forwards past it) however often the literal repeats.
+    """
+    position = text.find(literal)
+    while position >= 0:
+        start = text.rfind(b"\n", 0, position) + 1
+        end = text.index(b"\n", position)
+        yield start, end
+        position = text.find(literal, end)
+
+
+def _in_order(line: bytes, runs: tuple[bytes, ...]) -> bool:
+    position = 0
+    for run in runs:
+        found = line.find(run, position)
+        if found < 0:
+            return False
+        position = found + len(run)
+    return True

@@ -1,0 +1,247 @@
+"""The fix plan: which versions to change, what each change clears, and what stays and why.
+
+The search runs on memoized verdicts; the plan is then checked again with `check`'s own
+``run_check`` on the what-if environment, and that result is what the plan reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from attn_doctor.check import (
+    EXIT_CLEAN,
+    EXIT_FINDINGS,
+    EXIT_INPUT_ERROR,
+    CheckResult,
+    WhatIf,
+    build_environment,
+    run_check,
+)
+from attn_doctor.config import Config
+from attn_doctor.engine.loader import RuleSet, database_path, load_rules
+from attn_doctor.engine.matcher import Finding, Verdict
+from attn_doctor.engine.schema import Rule
+from attn_doctor.fixer.candidates import Candidate, candidates, named_versions
+from attn_doctor.fixer.evaluate import Evaluator, with_versions
+from attn_doctor.fixer.search import Outcome, bound, search
+
+# conditions no pip command changes, as the report names them
+_NOT_PIP = {
+    "compute_capability": "the GPU",
+    "driver": "the NVIDIA driver",
+    "nvcc": "the CUDA toolkit (nvcc)",
+    "cuda": "torch's CUDA build",
+    "python": "the Python version",
+    "platform": "the platform",
+    "features": "the features in use",
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    package: str  # the rules' name
+    distribution: str  # what pip installs
+    installed: str
+    proposed: str
+    downgrade: bool
+    clears: tuple[str, ...]  # failing findings this version takes out of their range
+    keeps_clear: tuple[str, ...]  # rules the other changes would trigger without this one
+    build: str | None = None  # torch only: the CUDA/ROCm build the plan was checked with
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.distribution}=={self.proposed}"
+
+
+@dataclass(frozen=True)
+class Stay:
+    finding: Finding
+    kind: str  # not-pip | no-fixed-release | conflict | search-bound
+    reason: str
+
+
+@dataclass
+class FixPlan:
+    before: CheckResult
+    after: CheckResult  # `check` again, with the changes applied
+    changes: list[Change]
+    stays: list[Stay]
+    unknown: list[Finding]  # would fail if affected, but a fact is missing: not considered
+    searched: list[str]  # the packages the search could change
+    evaluated: int
+    bounded: bool
+
+    @property
+    def exit_code(self) -> int:
+        if self.before.problems:
+            return EXIT_INPUT_ERROR
+        return EXIT_FINDINGS if self.stays else EXIT_CLEAN
+
+
+def run_fix(what_if: WhatIf, config: Config, extra_rules: list[Path], fail_on: str | None) -> FixPlan:
+    """`check`'s environment and rules, then the plan. Raises InputError for bad what-if input."""
+    env, fact_problems = build_environment(what_if, config)
+    ruleset = load_rules([database_path(), *extra_rules], trust_database=True)
+    return plan_fix(run_check(env, ruleset, config, fail_on, fact_problems=fact_problems), ruleset, config)
+
+
+def plan_fix(before: CheckResult, ruleset: RuleSet, config: Config) -> FixPlan:
+    env = before.environment
+    changeable = _changeable(before)
+    scope = _in_scope(before)
+    live = [f.rule for f in before.findings if f.rule.id in scope and _can_fail(f, changeable)]
+    targets = [f.rule for f in before.failing()]
+    searched = _connected(targets, live, changeable)
+    options = {
+        name: candidates(
+            name,
+            changeable[name],
+            named_versions(name, ruleset.rules),
+            [rule.affects.packages[name] for rule in live if name in rule.affects.packages],
+        )
+        for name in searched
+    }
+    evaluator = Evaluator(env, live)
+    result = search(evaluator, options)
+    after = run_check(with_versions(env, result.best.versions), ruleset, config, before.fail_on)
+    cleared = {f.rule.id for f in before.failing()} - {f.rule.id for f in after.failing()}
+    return FixPlan(
+        before=before,
+        after=after,
+        changes=[_change(c, result.best, evaluator, cleared, before) for c in result.best.changes],
+        stays=[
+            _stay(f, changeable, options, evaluator, result.best, result.bounded) for f in after.failing()
+        ],
+        unknown=[f for f in before.findings if f.verdict is Verdict.UNKNOWN and f.rule.id in scope],
+        searched=searched,
+        evaluated=result.evaluated,
+        bounded=result.bounded,
+    )
+
+
+def _changeable(result: CheckResult) -> dict[str, Version]:
+    """Packages installed (or declared) at a known version: the ones a pip command can move."""
+    versions = {}
+    for name, package in result.environment.packages.items():
+        try:
+            versions[name] = Version(package.version or "")
+        except InvalidVersion:
+            continue
+    return versions
+
+
+def _in_scope(result: CheckResult) -> set[str]:
+    """Rules that would fail the run if affected: severe enough for --fail-on, not ignored.
+    Asked of ``CheckResult.failing`` itself, so fix and check cannot disagree."""
+    every = replace(result, findings=[replace(f, verdict=Verdict.AFFECTED) for f in result.findings])
+    return {f.rule.id for f in every.failing()}
+
+
+def _can_fail(finding: Finding, changeable: dict[str, Version]) -> bool:
+    """Whether a version change alone can make (or keep) this rule affected: every condition that
+    does not hold now is the version of a package that can change."""
+    packages = finding.rule.affects.packages
+    return all(r.holds or (r.condition in packages and r.condition in changeable) for r in finding.reasons)
+
+
+def _pinnable(rule: Rule, changeable: dict[str, Version]) -> list[str]:
+    """The rule's packages whose version decides it (``""`` means every version is affected)."""
+    return sorted(name for name, spec in rule.affects.packages.items() if str(spec) and name in changeable)
+
+
+def _connected(targets: list[Rule], live: list[Rule], changeable: dict[str, Version]) -> list[str]:
+    """Packages whose version can clear a target, then, transitively, those of the rules that such
+    a change could trigger (rule Y: flash-attn X with torch < T makes torch a candidate too)."""
+    found = {name for rule in targets for name in _pinnable(rule, changeable)}
+    grew = True
+    while grew:
+        grew = False
+        for rule in live:
+            names = set(_pinnable(rule, changeable))
+            if names & found and not names <= found:
+                found |= names
+                grew = True
+    return sorted(found)
+
+
+def _change(
+    candidate: Candidate, best: Outcome, evaluator: Evaluator, cleared: set[str], before: CheckResult
+) -> Change:
+    package = before.environment.packages[candidate.package]
+    without = {c.package: c.version for c in best.changes if c is not candidate}
+    clears = sorted(i for i in cleared if _outside(evaluator.rules[i], candidate.package, candidate.version))
+    return Change(
+        package=candidate.package,
+        distribution=canonicalize_name(package.distribution),
+        installed=package.version or "",
+        proposed=candidate.version,
+        downgrade=candidate.downgrade,
+        clears=tuple(clears),
+        keeps_clear=tuple(sorted(evaluator.failing(without) - evaluator.baseline)),
+        build=_build(before) if candidate.package == "torch" else None,
+    )
+
+
+def _build(result: CheckResult) -> str | None:
+    """A torch change keeps the installed build (evaluate.with_versions): the report says which."""
+    build = result.environment.torch_build
+    if build is None or not (build.cuda or build.hip):
+        return None
+    return f"CUDA {build.cuda}" if build.cuda else f"ROCm {build.hip}"
+
+
+def _outside(rule: Rule, package: str, version: str) -> bool:
+    spec = rule.affects.packages.get(package)
+    return spec is not None and not spec.contains(version, prereleases=True)
+
+
+def _stay(
+    finding: Finding,
+    changeable: dict[str, Version],
+    options: dict[str, list[Candidate]],
+    evaluator: Evaluator,
+    best: Outcome,
+    bounded: bool,
+) -> Stay:
+    rule = finding.rule
+    pinnable = _pinnable(rule, changeable)
+    conditions = _not_pip_conditions(finding)
+    if not pinnable:
+        every = [f"every {name} version is affected" for name in sorted(rule.affects.packages)]
+        depends = [f"it depends on {_and(conditions)}"] if conditions else []
+        facts = "; ".join([*every, *depends]) or "its conditions name no package version"
+        return Stay(finding, "not-pip", f"not fixable by pip: {facts}")
+    escapes = [c for name in pinnable for c in options.get(name, []) if _outside(rule, name, c.version)]
+    if not escapes:
+        ranges = ", ".join(f"{name} {rule.affects.packages[name]}" for name in pinnable)
+        also = f"; it also depends on {_and(conditions)}" if conditions else ""
+        reason = f"no release is known to be fixed: no version the rules name is outside {ranges}{also}"
+        return Stay(finding, "no-fixed-release", reason)
+    if bounded:
+        return Stay(
+            finding, "search-bound", f"the search stopped at its bound ({bound()}) before clearing it"
+        )
+    # the search tried every combination, so each version that would clear it triggers another rule
+    conflicts = [
+        f"{escape.package} {escape.version} triggers {', '.join(sorted(_triggered(escape, evaluator, best)))}"
+        for escape in escapes
+    ]
+    reason = "every version the rules name conflicts with another rule: " + "; ".join(conflicts)
+    return Stay(finding, "conflict", reason)
+
+
+def _triggered(escape: Candidate, evaluator: Evaluator, best: Outcome) -> frozenset[str]:
+    """What fails, on top of the plan, with this one version changed too."""
+    return evaluator.failing({**best.versions, escape.package: escape.version}) - best.failing
+
+
+def _not_pip_conditions(finding: Finding) -> list[str]:
+    return [_NOT_PIP[r.condition] for r in finding.reasons if r.condition in _NOT_PIP]
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

@@ -1,0 +1,161 @@
+"""`attn-doctor explain` reports: plain text for people, JSON for scripts (schemas/explain.schema.json).
+
+Log lines are untrusted: the text report replaces control characters (a log can carry terminal
+escape sequences) and shortens each line around the literal that matched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from attn_doctor import __version__
+from attn_doctor.engine.matcher import Finding, Verdict
+from attn_doctor.explain import Explanation
+from attn_doctor.explain.rank import Cause, SymptomMatch
+from attn_doctor.explain.scan import Occurrence
+
+EXPLAIN_SCHEMA_ID = "attn-doctor/explain"
+EXPLAIN_SCHEMA_VERSION = 1
+SHOWN_CHARS = 160
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x9b]")
+_MARKS = {Verdict.AFFECTED: "✗", Verdict.UNKNOWN: "?", Verdict.NOT_AFFECTED: "-"}
+
+
+def to_text(explanation: Explanation) -> str:
+    env = explanation.environment
+    lines = [
+        f"attn-doctor explain: {_input_name(explanation.source)} ({explanation.bytes_read:,} bytes, "
+        f"{explanation.lines:,} lines; stack: {', '.join(env.sources) or 'probe'})",
+        "",
+    ]
+    for rank, cause in enumerate(explanation.causes, 1):
+        lines.extend(_cause_lines(rank, cause))
+        lines.append("")
+    lines.extend(_summary_lines(explanation))
+    return "\n".join(lines) + "\n"
+
+
+def _summary_lines(explanation: Explanation) -> list[str]:
+    if not explanation.causes:
+        return [
+            f"No known cause: no symptom of the {explanation.rules_with_symptoms} rules that have one "
+            "appears in this log. `attn-doctor check` still checks the stack itself."
+        ]
+    counts = {v: sum(c.finding.verdict is v for c in explanation.causes) for v in Verdict}
+    plural = "s" if len(explanation.causes) > 1 else ""
+    lines = [
+        f"{len(explanation.causes)} known cause{plural}, most likely first: {counts[Verdict.AFFECTED]} "
+        f"affected, {counts[Verdict.UNKNOWN]} unknown, {counts[Verdict.NOT_AFFECTED]} not affected "
+        "on this stack"
+    ]
+    if counts[Verdict.NOT_AFFECTED] == len(explanation.causes):
+        lines.append(
+            "None is affected on the stack checked: if the log comes from another machine, "
+            "describe its stack (--pin, -r, --env-file, --gpu, --feature)."
+        )
+    return lines
+
+
+def _input_name(source: str) -> str:
+    return "stdin" if source == "-" else source
+
+
+def _cause_lines(rank: int, cause: Cause) -> list[str]:
+    rule, mark = cause.finding.rule, _MARKS[cause.finding.verdict]
+    lines = [
+        f"{rank}. {mark} {rule.id} [{rule.severity}; {_verdict_text(cause.finding)}]",
+        f"   {rule.title}",
+    ]
+    for match in cause.matches:
+        lines.extend(_match_lines(match))
+    lines.append(f"   fix: {rule.fix_summary}")
+    if rule.fix_pins:
+        lines.append(f"   pins: {' '.join(rule.fix_pins)}")
+    lines.append(f"   see: {rule.references[0]}")
+    if rule.repro:
+        lines.append(f"   repro: attn-doctor repro {rule.id}")
+    return lines
+
+
+def _verdict_text(finding: Finding) -> str:
+    """The verdict, and for an unknown or not-affected one the conditions that made it so."""
+    label = f"{finding.verdict.value.replace('-', ' ')} on this stack"
+    wanted = {Verdict.UNKNOWN: None, Verdict.NOT_AFFECTED: False}.get(finding.verdict, True)
+    why = [reason.text for reason in finding.reasons if reason.holds is wanted]
+    return f"{label}: {'; '.join(why)}" if finding.verdict is not Verdict.AFFECTED and why else label
+
+
+def _match_lines(match: SymptomMatch) -> list[str]:
+    literal = match.symptom.literal.decode("utf-8")
+    lines = [f"   line {match.first.line}: {_shorten(match.first, literal)}"]
+    if match.lines > 2:
+        between = match.lines - 2
+        lines.append(f"   ... {between:,} more matching line{'s' if between > 1 else ''} ...")
+    if match.lines > 1:
+        lines.append(f"   line {match.last.line}: {_shorten(match.last, literal)}")
+    return lines
+
+
+def _shorten(occurrence: Occurrence, literal: str) -> str:
+    """At most SHOWN_CHARS characters around the literal, control characters replaced."""
+    text = _CONTROL.sub("\N{REPLACEMENT CHARACTER}", _decoded(occurrence).strip())
+    if len(text) <= SHOWN_CHARS:
+        return text
+    start = max(0, min(text.find(literal) - SHOWN_CHARS // 4, len(text) - SHOWN_CHARS))
+    end = start + SHOWN_CHARS
+    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
+
+
+def _decoded(occurrence: Occurrence) -> str:
+    return occurrence.text.decode("utf-8", "replace")
+
+
+def to_json(explanation: Explanation) -> str:
+    document = {
+        "schema": EXPLAIN_SCHEMA_ID,
+        "schema_version": EXPLAIN_SCHEMA_VERSION,
+        "tool": {"name": "attn-doctor", "version": __version__},
+        "input": {
+            "source": _input_name(explanation.source),
+            "bytes": explanation.bytes_read,
+            "lines": explanation.lines,
+        },
+        "environment": explanation.environment.to_json_dict(),
+        "rules_with_symptoms": explanation.rules_with_symptoms,
+        "causes": [_cause_dict(rank, cause) for rank, cause in enumerate(explanation.causes, 1)],
+        "problems": explanation.problems,
+        "exit_code": explanation.exit_code,
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _cause_dict(rank: int, cause: Cause) -> dict[str, Any]:
+    rule = cause.finding.rule
+    return {
+        "rank": rank,
+        "id": rule.id,
+        "title": rule.title,
+        "severity": rule.severity,
+        "component": rule.component,
+        "verdict": cause.finding.verdict.value,
+        "reasons": [
+            {"condition": r.condition, "holds": r.holds, "text": r.text} for r in cause.finding.reasons
+        ],
+        "matches": [
+            {
+                "pattern": match.symptom.pattern,
+                "literal": match.symptom.literal.decode("utf-8"),
+                "shared_by": list(match.symptom.rules),
+                "lines": match.lines,
+                "first": {"line": match.first.line, "text": _decoded(match.first)},
+                "last": {"line": match.last.line, "text": _decoded(match.last)},
+            }
+            for match in cause.matches
+        ],
+        "summary": rule.summary,
+        "fix": {"summary": rule.fix_summary, "pins": list(rule.fix_pins)},
+        "references": list(rule.references),
+        "repro": f"attn-doctor repro {rule.id}" if rule.repro else None,
+    }

@@ -1,0 +1,149 @@
+"""`attn-doctor fix` output: the text report, JSON (schemas/fix.schema.json) and the constraints
+file. Pure functions of the plan, except ``write_constraints``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from attn_doctor import __version__
+from attn_doctor.errors import InputError
+from attn_doctor.fixer.plan import Change, FixPlan
+
+FIX_SCHEMA_ID = "attn-doctor/fix"
+FIX_SCHEMA_VERSION = 1
+
+
+def pip_command(plan: FixPlan) -> str | None:
+    if not plan.changes:
+        return None
+    return "pip install " + " ".join(f"'{change.requirement}'" for change in plan.changes)
+
+
+def render(plan: FixPlan, output_format: str, constraints_file: Path | None = None) -> str:
+    if output_format == "json":
+        return to_json(plan, constraints_file)
+    return to_text(plan, constraints_file)
+
+
+def to_text(plan: FixPlan, constraints_file: Path | None = None) -> str:
+    before, fail_on = plan.before, plan.before.fail_on
+    failing = len(before.failing())
+    lines = [f"attn-doctor fix ({', '.join(before.environment.sources)})"]
+    if not failing:
+        lines.append(f"Nothing to fix: no finding at or above --fail-on {fail_on}.")
+    else:
+        left = len(plan.after.failing())
+        lines.append(
+            f"{failing} finding{'s' * (failing != 1)} at or above --fail-on {fail_on}; "
+            f"checked again with the versions below: {left} left."
+        )
+    command = pip_command(plan)
+    if command:
+        lines += ["", f"  {command}", ""]
+        for change in plan.changes:
+            lines += _change_lines(change)
+    if plan.stays:
+        lines += ["", f"Stays ({len(plan.stays)}):"]
+        for stay in plan.stays:
+            rule = stay.finding.rule
+            lines += [
+                f"  ✗ {rule.id} [{rule.severity}]: {rule.title}",
+                f"    why: {stay.reason}",
+                f"    fix: {' '.join(rule.fix_summary.split())}",
+            ]
+    if plan.unknown:
+        lines += ["", "Not considered (unknown: a fact is missing):"]
+        for finding in plan.unknown:
+            missing = "; ".join(r.text for r in finding.reasons if r.holds is None)
+            lines.append(f"  ? {finding.rule.id}: {missing}")
+    if plan.searched:
+        bound = ", stopped at its bound" if plan.bounded else ""
+        lines += ["", f"Searched {', '.join(plan.searched)}: {plan.evaluated} combinations{bound}."]
+    if constraints_file is not None:
+        lines.append(f"Constraints written to {constraints_file}.")
+    return "\n".join(lines) + "\n"
+
+
+def _change_lines(change: Change) -> list[str]:
+    note = " (a downgrade: no upgrade the rules name clears it)" if change.downgrade else ""
+    lines = [f"  {change.distribution} {change.installed} -> {change.proposed}{note}"]
+    if change.clears:
+        lines.append(f"    clears {', '.join(change.clears)}")
+    if change.keeps_clear:
+        lines.append(f"    needed with the other changes: keeps {', '.join(change.keeps_clear)} clear")
+    if change.build:
+        lines.append(f"    checked as the installed {change.build} build: install that variant")
+    return lines
+
+
+def to_json(plan: FixPlan, constraints_file: Path | None = None) -> str:
+    document = {
+        "schema": FIX_SCHEMA_ID,
+        "schema_version": FIX_SCHEMA_VERSION,
+        "tool": {"name": "attn-doctor", "version": __version__},
+        "environment": plan.before.environment.to_json_dict(),
+        "fail_on": plan.before.fail_on,
+        "failing_before": [f.rule.id for f in plan.before.failing()],
+        "failing_after": [f.rule.id for f in plan.after.failing()],
+        "changes": [_change_dict(change) for change in plan.changes],
+        "pip_command": pip_command(plan),
+        "constraints": [change.requirement for change in plan.changes],
+        "constraints_file": None if constraints_file is None else str(constraints_file),
+        "stays": [
+            {
+                "id": stay.finding.rule.id,
+                "severity": stay.finding.rule.severity,
+                "kind": stay.kind,
+                "reason": stay.reason,
+                "fix": {"summary": stay.finding.rule.fix_summary, "pins": list(stay.finding.rule.fix_pins)},
+            }
+            for stay in plan.stays
+        ],
+        "unknown": [f.rule.id for f in plan.unknown],
+        "search": {"packages": plan.searched, "evaluated": plan.evaluated, "bounded": plan.bounded},
+        "problems": plan.before.problems,
+        "exit_code": plan.exit_code,
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _change_dict(change: Change) -> dict[str, Any]:
+    return {
+        "package": change.package,
+        "distribution": change.distribution,
+        "installed": change.installed,
+        "proposed": change.proposed,
+        "requirement": change.requirement,
+        "downgrade": change.downgrade,
+        "clears": list(change.clears),
+        "keeps_clear": list(change.keeps_clear),
+        "build": change.build,
+    }
+
+
+def constraints(plan: FixPlan) -> str:
+    """A pip constraints file: a comment header naming the findings, then ``name==version`` lines."""
+    fail_on = plan.before.fail_on
+    lines = [f"# attn-doctor fix: versions that clear the findings at or above --fail-on {fail_on}"]
+    for change in plan.changes:
+        lines.append(f"# {change.distribution} {change.installed} -> {change.proposed}: {_effect(change)}")
+    lines += [f"# stays: {stay.finding.rule.id} ({stay.kind})" for stay in plan.stays]
+    if not plan.changes:
+        lines.append("# nothing to change")
+    lines += [change.requirement for change in plan.changes]
+    return "\n".join(lines) + "\n"
+
+
+def _effect(change: Change) -> str:
+    clears = [f"clears {', '.join(change.clears)}"] if change.clears else []
+    keeps = [f"keeps {', '.join(change.keeps_clear)} clear"] if change.keeps_clear else []
+    return "; ".join([*clears, *keeps])
+
+
+def write_constraints(plan: FixPlan, path: Path) -> None:
+    try:
+        path.write_text(constraints(plan), encoding="utf-8")
+    except OSError as exc:
+        raise InputError(str(path), exc.strerror or "cannot write") from None

@@ -1,0 +1,221 @@
+"""`attn-doctor report`: one Markdown block to paste into a GitHub issue.
+
+What a maintainer asks for first (versions, GPU, findings, the commands to see it again) is on
+top; the long parts fold into <details> so the issue stays readable. The finished text goes
+through ``redact.scrub``: whatever a section let through, no token and no home directory
+reaches a public tracker.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attn_doctor import __version__
+from attn_doctor.check import CheckResult, WhatIf
+from attn_doctor.engine.matcher import Finding, Verdict
+from attn_doctor.facts.model import Environment, Gpu
+from attn_doctor.redact import SECRET_NAME_WORDS, home_dirs, scrub
+from attn_doctor.report.env_vars import Variables, relevant_variables
+from attn_doctor.report.markdown import cell, findings_table
+from attn_doctor.report.repro_report import markdown_table, summary
+from attn_doctor.repro.runner import CaseResult
+
+Lines = list[str]
+_HOLDS = {True: "yes", False: "no", None: "unknown"}
+
+
+@dataclass(frozen=True)
+class IssueInputs:
+    """How the report was asked for: the check's options (to name the command that reruns it)
+    and what it includes besides the check."""
+
+    what_if: WhatIf
+    config: Path | None = None
+    live_probes: bool = False
+    repro_file: Path | None = None
+    repro_results: list[CaseResult] = field(default_factory=list)
+
+
+def render(result: CheckResult, inputs: IssueInputs, environ: Mapping[str, str]) -> str:
+    sections = [
+        _headline(result),
+        _findings(result),
+        _environment(result.environment),
+        _variables(relevant_variables(environ)),
+        _probes(result) if inputs.live_probes else [],
+        _repro(inputs),
+        _problems(result.problems),
+        _reproduce(result, inputs),
+        [f"<sub>attn-doctor {__version__}: secrets and home folders removed; read before posting.</sub>"],
+    ]
+    text = "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"
+    return scrub(text, home_dirs(environ))
+
+
+def _check_command(inputs: IssueInputs) -> str:
+    """The `attn-doctor check` that gives the same findings."""
+    what_if = inputs.what_if
+    args = ["attn-doctor", "check"]
+    if what_if.env_file is not None:
+        args += ["--env-file", str(what_if.env_file)]
+    for option, values in (
+        ("--path", what_if.site_paths),
+        ("-r", what_if.requirements),
+        ("--pin", what_if.pins),
+        ("--gpu", what_if.gpus),
+        ("--feature", what_if.features or []),
+    ):
+        for value in values:
+            args += [option, str(value)]
+    if inputs.config is not None:
+        args += ["--config", str(inputs.config)]
+    if inputs.live_probes:
+        args.append("--probe")
+    return shlex.join(args)
+
+
+def _headline(result: CheckResult) -> Lines:
+    counts = {verdict: sum(f.verdict is verdict for f in result.findings) for verdict in Verdict}
+    ignored = sum(f.ignored is not None for f in result.findings)
+    return [
+        "## attn-doctor report",
+        "",
+        f"**{counts[Verdict.AFFECTED]} affected, {counts[Verdict.UNKNOWN]} unknown**, "
+        f"{counts[Verdict.NOT_AFFECTED]} not affected of {len(result.findings)} rules"
+        + (f" ({ignored} ignored by configuration)" if ignored else "")
+        + f"; facts from {', '.join(result.environment.sources)}.",
+    ]
+
+
+def _findings(result: CheckResult) -> Lines:
+    shown = [f for f in result.findings if f.verdict is not Verdict.NOT_AFFECTED]
+    if not shown:
+        return ["### Findings", "", "No affected or unknown findings."]
+    why = [line for finding in shown for line in _why(finding)]
+    return ["### Findings", "", *findings_table(result), "", *_folded("Why each rule matched", why)]
+
+
+def _why(finding: Finding) -> Lines:
+    rule = finding.rule
+    lines = [f"- **`{rule.id}`** ({finding.verdict.value}): {cell(rule.title)}"]
+    lines += [f"  - {_HOLDS[reason.holds]}: {cell(reason.text)}" for reason in finding.reasons]
+    if finding.probe is not None:
+        lines.append(
+            f"  - probe: {finding.probe.verdict.value}: {cell(finding.probe.evidence)} "
+            f"(versions alone: {finding.version_verdict.value})"
+        )
+    if rule.fix_pins:
+        lines.append(f"  - fixed by: {' '.join(_code(pin) for pin in rule.fix_pins)}")
+    return lines
+
+
+def _environment(env: Environment) -> Lines:
+    facts = [
+        ("torch build", _torch_build(env)),
+        *((f"GPU {index}", _gpu(gpu)) for index, gpu in enumerate(env.gpus)),
+        ("GPUs from", "no GPU found" if env.gpu_source == "none" else env.gpu_source),
+        ("nvcc", env.nvcc or "not found"),
+        ("Python", env.python or "unknown"),
+        ("OS", env.os or env.platform or "unknown"),
+        ("libc", env.libc or "unknown"),
+        ("features", "undeclared (all possible)" if env.features is None else ", ".join(env.features)),
+    ]
+    table = ["| fact | value |", "| --- | --- |", *(f"| {name} | {cell(value)} |" for name, value in facts)]
+    packages = ["| package | version | from |", "| --- | --- | --- |"]
+    packages += [
+        f"| `{name}` | {cell(package.version or 'unpinned')} | {_code(package.origin)} |"
+        for name, package in sorted(env.packages.items())
+    ]
+    return ["### Environment", "", *_folded(_environment_summary(env), [*table, "", *packages])]
+
+
+def _environment_summary(env: Environment) -> str:
+    parts = [f"{name} {package.version or '(unpinned)'}" for name, package in sorted(env.packages.items())]
+    parts.append(f"torch build {_torch_build(env)}")
+    if env.gpus:
+        parts.append(_gpu(env.gpus[0]) + (f" ×{len(env.gpus)}" if len(env.gpus) > 1 else ""))
+    parts += [f"Python {env.python or '?'}", env.platform or "platform ?"]
+    return " · ".join(parts)
+
+
+def _torch_build(env: Environment) -> str:
+    build = env.torch_build
+    if build is None:
+        return "unknown"
+    if build.cuda:
+        return f"CUDA {build.cuda}"
+    return f"ROCm {build.hip}" if build.hip else "CPU"
+
+
+def _gpu(gpu: Gpu) -> str:
+    capability = gpu.compute_capability
+    sm = f"sm_{capability.replace('.', '')}, compute capability {capability}" if capability else "sm_?"
+    return f"{gpu.name} ({sm})" + (f", driver {gpu.driver}" if gpu.driver else "")
+
+
+def _variables(variables: Variables) -> Lines:
+    title = f"Environment variables: {len(variables.shown)} listed, {variables.withheld} withheld"
+    note = (
+        "Only variables that steer CUDA, torch, Triton, Hugging Face and the attention libraries; "
+        f"any whose name holds {', '.join(SECRET_NAME_WORDS)} is withheld, name and all."
+    )
+    rows = ["| variable | value |", "| --- | --- |"]
+    rows += [f"| `{name}` | {_code(value)} |" for name, value in variables.shown]
+    return _folded(title, [note, "", *rows] if variables.shown else [note])
+
+
+def _probes(result: CheckResult) -> Lines:
+    rows = [
+        f"| `{f.rule.id}` | {f.probe.verdict.value} | {cell(f.probe.evidence)} | {f.version_verdict.value} |"
+        for f in result.findings
+        if f.probe is not None
+    ]
+    if not rows:
+        return ["### Live probes", "", "No live probe applies to this installation."]
+    return [
+        "### Live probes",
+        "",
+        "| rule | probe | evidence | versions alone |",
+        "| --- | --- | --- | --- |",
+        *rows,
+    ]
+
+
+def _repro(inputs: IssueInputs) -> Lines:
+    if inputs.repro_file is None:
+        return []
+    title = f"{summary(inputs.repro_results)} (from {inputs.repro_file.name})"
+    return ["### Repro results", "", *_folded(title, markdown_table(inputs.repro_results))]
+
+
+def _problems(problems: list[str]) -> Lines:
+    return ["### Input problems", "", *(f"- {cell(problem)}" for problem in problems)] if problems else []
+
+
+def _reproduce(result: CheckResult, inputs: IssueInputs) -> Lines:
+    repros = [
+        f"attn-doctor repro {f.rule.id}"
+        for f in result.findings
+        if f.verdict is Verdict.AFFECTED and f.ignored is None and f.rule.repro
+    ]
+    return ["### Reproduce", "", "```bash", _check_command(inputs), *repros, "```"]
+
+
+def _folded(summary_text: str, body: Lines) -> Lines:
+    """A <details> block; GitHub renders Markdown inside it only between blank lines."""
+    return ["<details>", f"<summary>{_html(summary_text)}</summary>", "", *body, "", "</details>"]
+
+
+def _code(text: str) -> str:
+    """An inline code span for a table cell, whatever backticks ``text`` holds."""
+    text = cell(text)
+    if not text:
+        return "(empty)"
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,159 @@
+"""Wall time and throughput of `attn-doctor explain` on generated logs of about 100 MB.
+
+Logs: a noisy training log (ANSI colours, CRLF, tqdm redraws with \\r, Chinese text, per-thread
+CUDA asserts) that ends in seed A's crash; random binary junk; one 50 MB line with no line break;
+an adversarial log whose every line is a 4 KiB near-miss for the regex symptoms (each line holds
+their literal many times and never matches, the worst case for backtracking); and a log made only
+of per-thread CUDA asserts (every line a match). Each runs in its own process
+(`python -m attn_doctor explain`), median of --runs.
+
+    python benchmarks/explain_throughput.py --mb 100 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+SEED_A_CRASH = (
+    "/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [{b},0,0], "
+    'thread: [{t},0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.\n'
+)
+SEED_A_STACK = (
+    "Traceback (most recent call last):\n"
+    '  File "generate.py", line 41, in <module>\n'
+    "    outputs = model.generate(**inputs, max_new_tokens=64)\n"
+    '  File "/opt/venv/lib/python3.10/site-packages/flash_attn/flash_attn_interface.py", line 1124, '
+    "in flash_attn_varlen_func\n"
+    "    return FlashAttnVarlenFunc.apply(\n"
+    "RuntimeError: CUDA error: device-side assert triggered\n"
+)
+EXPLAIN = [sys.executable, "-m", "attn_doctor", "explain", "--pin", "transformers==4.44.0", "--gpu", "sm_90"]
+
+
+def seed_a_tail(threads: int = 5000) -> str:
+    """Seed A as a GPU prints it: one assert per thread, then the stack through flash_attn_varlen_func."""
+    asserts = "".join(SEED_A_CRASH.format(b=i // 128, t=i % 128) for i in range(threads))
+    return asserts + SEED_A_STACK
+
+
+def _training_lines(rng: random.Random, step: int) -> str:
+    loss = 2.5 / (1 + step / 5000) + rng.random() * 0.1
+    redraws = "".join(
+        f"\r{pct:3d}%|{'█' * (pct // 10):<10}| {pct * 50}/5000 "
+        f"[00:{pct:02d}<01:40, {rng.uniform(1, 9):.2f}it/s]"
+        for pct in range(0, 101, 20)
+    )
+    return (
+        f"\x1b[32m{{'loss': {loss:.4f}, 'grad_norm': {rng.uniform(0.1, 4):.3f}, "
+        f"'learning_rate': {rng.uniform(1e-6, 1e-4):.2e}, 'epoch': {step / 10000:.2f}}}\x1b[0m\r\n"
+        f"第 {step} 步：训练损失 {loss:.4f}，显存占用 {rng.randint(20000, 80000)} MiB\n"
+        f"[rank{rng.randint(0, 7)}]:[W{step % 1000:03d}] flash_attn_2_cuda kernel varlen_fwd took "
+        f"{rng.uniform(1, 9):.3f} ms for seqlen {rng.randint(128, 8192)}\n"
+        f"Training:{redraws}\n"
+    )
+
+
+def write_training_log(path: Path, megabytes: float, tail: str = "") -> int:
+    """A noisy training log of about ``megabytes`` MB that ends with ``tail``; returns its size."""
+    rng = random.Random(0)
+    target, written, step = int(megabytes * 1e6), 0, 0
+    with path.open("wb") as out:
+        while written < target:
+            block = "".join(_training_lines(rng, step + i) for i in range(500)).encode("utf-8")
+            out.write(block)
+            written, step = written + len(block), step + 500
+        written += out.write(tail.encode("utf-8"))
+    return written
+
+
+def write_binary_junk(path: Path, megabytes: float) -> int:
+    path.write_bytes(random.Random(1).randbytes(int(megabytes * 1e6)))
+    return path.stat().st_size
+
+
+def write_one_line(path: Path, megabytes: float) -> int:
+    """No line break at all, seed A's assert at the very end (beyond the 4 KiB line cap)."""
+    with path.open("wb") as out:
+        for _ in range(int(megabytes)):
+            out.write(b"a" * 1_000_000)
+        out.write(SEED_A_CRASH.format(b=0, t=0).encode().rstrip(b"\n"))
+    return path.stat().st_size
+
+
+def write_adversarial(path: Path, megabytes: float) -> int:
+    """4 KiB lines full of the regex symptoms' literals that never complete a match."""
+    near_misses = [
+        "FlashAttention backward for head dim ",
+        "flash_attn_2_cuda ",
+        'no suitable user-defined conversion from "PipelineParamsK"',
+        "The NVIDIA driver on your system is too old (found version 11",
+    ]
+    lines = []
+    for index, literal in enumerate(near_misses):
+        line = (literal * (4096 // len(literal) + 1))[:4090]
+        lines.append(f"{index:05d} {line}\n")
+    with path.open("wb") as out:
+        written, count = 0, 0
+        while written < megabytes * 1e6:
+            # every line distinct, so no remembered verdict helps
+            text = "".join(f"{count + i:08d}{lines[(count + i) % 4][8:]}" for i in range(256))
+            written += out.write(text.encode())
+            count += 256
+    return written
+
+
+def write_asserts(path: Path, megabytes: float) -> int:
+    """Seed A's per-thread assert on every line, each line different (block and thread numbers)."""
+    line_bytes = len(SEED_A_CRASH.format(b=0, t=0))
+    path.write_text(seed_a_tail(int(megabytes * 1e6 / line_bytes)))
+    return path.stat().st_size
+
+
+LOGS: dict[str, Callable[[Path, float], int]] = {
+    "training log + seed A": lambda p, mb: write_training_log(p, mb, seed_a_tail()),
+    "binary junk": write_binary_junk,
+    "one line, no line break": lambda p, mb: write_one_line(p, mb / 2),
+    "adversarial near-misses": write_adversarial,
+    "per-thread asserts only": write_asserts,
+}
+
+
+def wall_time(log: Path) -> tuple[float, int]:
+    start = time.perf_counter()
+    done = subprocess.run(
+        [*EXPLAIN, str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+    )
+    return time.perf_counter() - start, done.returncode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=100.0, help="size of each log in MB")
+    parser.add_argument("--runs", type=int, default=3, help="timed runs of each")
+    args = parser.parse_args()
+    print(f"| log | size | wall (median of {args.runs}) | MB/s | exit |")
+    print("| --- | --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as folder:
+        for name, write in LOGS.items():
+            log = Path(folder) / "log.txt"
+            size = write(log, args.mb)
+            times, code = [], 0
+            for _ in range(args.runs):
+                seconds, code = wall_time(log)
+                times.append(seconds)
+            median = statistics.median(times)
+            print(f"| {name} | {size / 1e6:.1f} MB | {median:.2f} s | {size / 1e6 / median:.1f} | {code} |")
+            os.unlink(log)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,293 @@
+"""`attn-doctor fix`: the real CLI on the real rules database (plus test rules where a case needs
+one), and every plan proved by feeding its versions back to `check`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib import resources
+
+import jsonschema
+import pytest
+from packaging.requirements import Requirement
+from referencing import Registry, Resource
+from support import cli, write_rule
+
+SEED = ("transformers==4.44.0", "flash-attn==2.3.6")
+SEED_ERRORS = {
+    "gemma2-fa2-cu-seqlens",
+    "gemma2-fa2-generate-4d-mask",
+    "gemma2-fa2-sliding-window-prefill-slice",
+    "flash-attn-alibi-before-2-4",
+    "flash-attn-softcap-before-2-6",
+}
+
+
+@pytest.fixture
+def seed_site(site, no_gpu):
+    """transformers 4.44.0 and flash-attn 2.3.6 installed next to a CUDA 12.1 torch 2.5.1."""
+    site.install("torch", "2.5.1+cu121", torch_cuda="12.1")
+    site.install("transformers", "4.44.0")
+    site.install("flash_attn", "2.3.6")
+    return site
+
+
+def fix_json(*args):
+    result = cli("fix", "--format", "json", *args)
+    return result, json.loads(result.stdout)
+
+
+def pins(*requirements: str) -> list[str]:
+    return [arg for requirement in requirements for arg in ("--pin", requirement)]
+
+
+def test_seed_versions_the_rules_name(seed_site):
+    """The seed's stack: transformers 4.44.1 (gemma2-fa2-*) and flash-attn 2.6.0.post1 (no 2.6.0 was
+    published), the softcap minimum, above the ALiBi one (2.4.0.post1); 2.7.0 is only a warning's."""
+    result = cli("fix", "--path", seed_site.path, "--gpu", "sm_80")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "pip install 'flash-attn==2.6.0.post1' 'transformers==4.44.1'" in result.stdout
+    assert "clears flash-attn-alibi-before-2-4, flash-attn-softcap-before-2-6" in result.stdout
+    assert "5 findings at or above --fail-on error; checked again with the versions below: 0 left." in (
+        result.stdout
+    )
+
+
+def test_seed_fail_on_warning_also_clears_warnings(seed_site):
+    result, plan = fix_json("--path", seed_site.path, "--gpu", "sm_80", "--fail-on", "warning")
+    assert plan["constraints"] == ["flash-attn==2.7.0", "transformers==4.44.1"]
+    flash_attn = next(c for c in plan["changes"] if c["package"] == "flash-attn")
+    assert "flash-attn-torch-compile-graph-break-before-2-7" in flash_attn["clears"]
+    stays = {s["id"]: s["kind"] for s in plan["stays"]}
+    # a 4-D mask and a source build are the code's and the checkout's business, not pip's
+    assert stays == {
+        "transformers-fa2-4d-attention-mask": "not-pip",
+        "fa3-hopper-pipelineparams-build": "not-pip",
+    }
+    assert result.exit_code == plan["exit_code"] == 1
+
+
+def test_proposed_versions_fed_back_to_check_clear_every_error(seed_site, tmp_path):
+    constraints = tmp_path / "constraints.txt"
+    result = cli("fix", "--path", seed_site.path, "--gpu", "sm_80", "--output", constraints)
+    assert result.exit_code == 0 and f"Constraints written to {constraints}." in result.stdout
+    text = constraints.read_text()
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    requirements = [Requirement(line) for line in lines]
+    assert {(r.name, str(r.specifier)) for r in requirements} == {
+        ("flash-attn", "==2.6.0.post1"),
+        ("transformers", "==4.44.1"),
+    }
+    header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    assert all(rule_id in header for rule_id in SEED_ERRORS)
+    before = cli("check", "--path", seed_site.path, "--gpu", "sm_80")
+    assert before.exit_code == 1
+    # the constraints file as requirements over the installed packages, and the versions as pins
+    assert cli("check", "--path", seed_site.path, "--gpu", "sm_80", "-r", constraints).exit_code == 0
+    proposed = [f"{r.name}=={next(iter(r.specifier)).version}" for r in requirements]
+    assert cli("check", "--path", seed_site.path, "--gpu", "sm_80", *pins(*proposed)).exit_code == 0
+
+
+def test_one_finding(site, no_gpu):
+    args = ["--path", site.path, "--gpu", "sm_90", "--feature", "flash_attention_2", *pins(SEED[0])]
+    result, plan = fix_json(*args)
+    assert plan["failing_before"] == ["gemma2-fa2-cu-seqlens"] and plan["failing_after"] == []
+    assert plan["changes"] == [
+        {
+            "package": "transformers",
+            "distribution": "transformers",
+            "installed": "4.44.0",
+            "proposed": "4.44.1",
+            "requirement": "transformers==4.44.1",
+            "downgrade": False,
+            "clears": ["gemma2-fa2-cu-seqlens"],
+            "keeps_clear": [],
+            "build": None,
+        }
+    ]
+    assert result.exit_code == 0
+    assert cli("check", *args[:-2], *pins("transformers==4.44.1")).exit_code == 0
+
+
+@pytest.mark.parametrize("given_as", ["--pin", "--requirements", "--env-file"])
+def test_several_findings_from_each_what_if_input(site, no_gpu, tmp_path, given_as):
+    if given_as == "--pin":
+        inputs = pins(*SEED)
+    elif given_as == "--requirements":
+        (tmp_path / "requirements.txt").write_text("\n".join(SEED) + "\n")
+        inputs = ["-r", tmp_path / "requirements.txt"]
+    else:
+        site.install("transformers", "4.44.0")
+        site.install("flash_attn", "2.3.6")
+        (tmp_path / "env.json").write_text(cli("probe", "--json", "--path", site.path).stdout)
+        inputs = ["--env-file", tmp_path / "env.json"]
+    result, plan = fix_json("--path", site.path, "--gpu", "sm_90", *inputs)
+    assert set(plan["failing_before"]) == SEED_ERRORS and plan["failing_after"] == []
+    assert plan["pip_command"] == "pip install 'flash-attn==2.6.0.post1' 'transformers==4.44.1'"
+    assert result.exit_code == 0
+
+
+def test_upgrades_torch_rather_than_downgrade_triton(site, no_gpu):
+    """triton 3.4 with torch 2.7: the rules name torch 2.8 (upgrade) and triton 3.3 (downgrade)."""
+    site.install("torch", "2.7.0+cu126", torch_cuda="12.6")
+    site.install("triton", "3.4.0")
+    result, plan = fix_json("--path", site.path, "--gpu", "sm_90", "--feature", "torch_compile")
+    assert plan["failing_before"] == ["triton-3-4-needs-torch-2-8"]
+    assert plan["constraints"] == ["torch==2.8"]
+    assert plan["changes"][0]["build"] == "CUDA 12.6"
+    assert result.exit_code == 0
+
+
+def test_conflict_is_resolved_by_changing_a_second_package(tmp_path, site, no_gpu):
+    rules = tmp_path / "rules"
+    write_rule(rules, "old-demo", 'packages = { demo-lib = "<2.0" }')
+    write_rule(rules, "new-demo-old-torch", 'packages = { demo-lib = ">=2.0", torch = "<2.4" }')
+    args = ["--path", site.path, "--rules", rules, "--feature", "varlen", "--gpu", "sm_90"]
+    result, plan = fix_json(*args, *pins("demo-lib==1.5", "torch==2.3.0+cu121"))
+    changes = {c["package"]: c for c in plan["changes"]}
+    assert plan["constraints"] == ["demo-lib==2.0", "torch==2.4"]
+    assert changes["demo-lib"]["clears"] == ["old-demo"]
+    assert changes["torch"]["keeps_clear"] == ["new-demo-old-torch"] and changes["torch"]["clears"] == []
+    assert result.exit_code == 0
+    text = cli("fix", *args, *pins("demo-lib==1.5", "torch==2.3.0+cu121")).stdout
+    assert "needed with the other changes: keeps new-demo-old-torch clear" in text
+
+
+def test_a_clear_beyond_the_search_bound_says_so(tmp_path, site, no_gpu, monkeypatch):
+    monkeypatch.setattr("attn_doctor.fixer.search.MAX_CHANGED_PACKAGES", 1)
+    rules = tmp_path / "rules"
+    write_rule(rules, "old-demo", 'packages = { demo-lib = "<2.0" }')
+    write_rule(rules, "new-demo-old-torch", 'packages = { demo-lib = ">=2.0", torch = "<2.4" }')
+    args = ["--path", site.path, "--rules", rules, "--feature", "varlen"]
+    result, plan = fix_json(*args, *pins("demo-lib==1.5", "torch==2.3.0+cu121"))
+    [stay] = plan["stays"]
+    assert stay["kind"] == "search-bound" and "at most 1 packages changed" in stay["reason"]
+    assert plan["search"]["bounded"] is True
+    assert result.exit_code == 1
+
+
+def test_conflict_that_no_version_escapes_stays(tmp_path, site, no_gpu):
+    rules = tmp_path / "rules"
+    write_rule(rules, "old-demo", 'packages = { demo-lib = "<2.0" }')
+    write_rule(rules, "new-demo-any-other", 'packages = { demo-lib = ">=2.0", other-lib = "" }')
+    args = ["--path", site.path, "--rules", rules, "--feature", "varlen"]
+    result, plan = fix_json(*args, *pins("demo-lib==1.5", "other-lib==1.0"))
+    assert plan["changes"] == [] and plan["pip_command"] is None
+    [stay] = plan["stays"]
+    assert stay["id"] == "old-demo" and stay["kind"] == "conflict"
+    assert "demo-lib 2.0 triggers new-demo-any-other" in stay["reason"]
+    assert result.exit_code == 1
+
+
+def test_finding_with_no_fixed_version_stays(tmp_path, site, no_gpu):
+    write_rule(tmp_path / "rules", "demo-unfixed", 'packages = { demo-lib = ">=1.0" }')
+    args = ["fix", "--path", site.path, "--rules", tmp_path / "rules", "--feature", "varlen"]
+    result = cli(*args, *pins("demo-lib==1.5"))
+    assert result.exit_code == 1
+    assert "✗ demo-unfixed [error]" in result.stdout
+    assert "why: no release is known to be fixed: no version the rules name is outside demo-lib >=1.0" in (
+        result.stdout
+    )
+    assert "pip install" not in result.stdout
+
+
+def test_downgrade_only_when_nothing_else_works(tmp_path, site, no_gpu):
+    write_rule(tmp_path / "rules", "demo-regression", 'packages = { demo-lib = ">1.4" }')
+    args = ["--path", site.path, "--rules", tmp_path / "rules", "--feature", "varlen", *pins("demo-lib==1.5")]
+    result, plan = fix_json(*args)
+    assert plan["constraints"] == ["demo-lib==1.4"] and plan["changes"][0]["downgrade"] is True
+    assert result.exit_code == 0
+    assert (
+        "demo-lib 1.5 -> 1.4 (a downgrade: no upgrade the rules name clears it)" in cli("fix", *args).stdout
+    )
+
+
+def test_hardware_finding_stays_not_fixable_by_pip(tmp_path, site, no_gpu):
+    write_rule(tmp_path / "rules", "demo-old-gpu", 'compute_capability = "<8.0"', component='"gpu"')
+    args = ["--path", site.path, "--rules", tmp_path / "rules", "--gpu", "T4", "--feature", "varlen"]
+    result, plan = fix_json(*args, *pins("transformers==4.44.0"))
+    assert plan["stays"] == [
+        {
+            "id": "demo-old-gpu",
+            "severity": "error",
+            "kind": "not-pip",
+            "reason": "not fixable by pip: it depends on the GPU",
+            "fix": {"summary": "Upgrade.", "pins": []},
+        }
+    ]
+    assert result.exit_code == 1
+
+
+def test_shipped_pre_ampere_rule_stays_while_the_rest_is_fixed(seed_site):
+    result = cli("fix", "--path", seed_site.path, "--gpu", "T4")
+    assert result.exit_code == 1
+    assert "pip install 'flash-attn==2.6.0.post1' 'transformers==4.44.1'" in result.stdout
+    assert "✗ flash-attn-pre-ampere-gpu [error]" in result.stdout
+    assert "it also depends on the GPU" in result.stdout
+    assert "fix: Do not use FlashAttention-2 on this GPU" in result.stdout
+
+
+@pytest.mark.parametrize("extra", [(), ("--fail-on", "never")])
+def test_nothing_to_fix(site, no_gpu, tmp_path, extra):
+    constraints = tmp_path / "constraints.txt"
+    args = ["--path", site.path, "--gpu", "sm_90", *pins("transformers==4.44.1"), "--output", constraints]
+    result = cli("fix", *args, *extra)
+    assert result.exit_code == 0
+    assert "Nothing to fix" in result.stdout and "pip install" not in result.stdout
+    assert "# nothing to change" in constraints.read_text()
+    if not extra:
+        assert cli("fix", *pins(*SEED), "--path", site.path, "--fail-on", "never").exit_code == 0
+
+
+def test_json_matches_its_schema_and_is_deterministic(seed_site):
+    schemas = resources.files("attn_doctor") / "schemas"
+    registry = Registry().with_resources(
+        [
+            (f"attn-doctor/{name}", Resource.from_contents(json.loads((schemas / name).read_text())))
+            for name in ("environment.schema.json", "fix.schema.json")
+        ]
+    )
+    schema = json.loads((schemas / "fix.schema.json").read_text())
+    args = ["--path", seed_site.path, "--gpu", "T4", "--fail-on", "warning"]
+    first, plan = fix_json(*args)
+    jsonschema.Draft202012Validator(schema, registry=registry).validate(plan)
+    assert plan["schema"] == "attn-doctor/fix" and plan["exit_code"] == first.exit_code == 1
+    assert fix_json(*args)[0].stdout == first.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--pin", "transformers"], "--pin 'transformers'"),
+        (["--pin", "transformers==four"], "not a valid PEP 440 version"),
+        (["--format", "sarif"], "--format"),
+        (["--fail-on", "fatal"], "--fail-on"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(site, args, needle):
+    result = cli("fix", "--path", site.path, *args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("attn-doctor: error: ") and len(result.stderr.splitlines()) == 1
+    assert needle in result.stderr and "Traceback" not in result.stderr
+
+
+def test_malformed_requirements_file_is_one_line_exit_2(site, tmp_path):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("transformers==4.44.0\nflash-attn ==>> 2.3.6\n")
+    result = cli("fix", "--path", site.path, "-r", requirements)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"attn-doctor: error: {requirements}:2: not a requirement")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_check_never_imports_fix():
+    code = (
+        "import sys\nfrom attn_doctor.cli import app\n"
+        "try:\n    app(['check', '--pin', 'transformers==4.44.0', '--format', 'json'])\n"
+        "except SystemExit:\n    pass\n"
+        "fix = ('attn_doctor.fixer', 'attn_doctor.report.fix')\n"
+        "print('FIX', [m for m in sys.modules if m.startswith(fix)])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "FIX []" in result.stdout, result.stdout + result.stderr

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -131,3 +132,41 @@ def test_repro_of_a_rule_with_only_a_probe_runs_the_probe(site: Site) -> None:
     assert row["device"] == "installed transformers 4.51.0"
     assert "python -m attn_doctor.probes.child" in row["command"]
     assert done.returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("fixture", "verdict", "exit_code"),
+    [("2a204125", "affected-by-probe", 1), ("95898bad", "not-affected-by-probe", 0)],
+)
+def test_check_source_scans_a_checkout_before_the_build(
+    tmp_path: Path, fixture: str, verdict: str, exit_code: int
+) -> None:
+    kernel = REPO / "tests" / "probes" / "fixtures" / "fa3" / f"flash_fwd_kernel_sm90.{fixture}.h"
+    (tmp_path / "hopper").mkdir()
+    (tmp_path / "hopper" / "flash_fwd_kernel_sm90.h").write_text(kernel.read_text())
+    result = cli(
+        "check",
+        "--source",
+        tmp_path,
+        "--feature",
+        "source_build",
+        "--feature",
+        "flash_attention_3",
+        "--format",
+        "json",
+        "--fail-on",
+        "warning",
+    )
+    assert result.exit_code == exit_code, result.stderr  # the rule is a warning; the scan decides
+    finding = next(
+        f for f in json.loads(result.stdout)["findings"] if f["id"] == "fa3-hopper-pipelineparams-build"
+    )
+    assert finding["probe"]["verdict"] == verdict
+    assert finding["verdict"] == ("affected" if verdict == "affected-by-probe" else "not-affected")
+    assert "flash_fwd_kernel_sm90.h" in finding["probe"]["evidence"]
+
+
+def test_check_source_on_a_missing_path_is_one_line(tmp_path: Path) -> None:
+    result = cli("check", "--source", tmp_path / "nowhere")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "nowhere" in result.stderr and "Traceback" not in result.stderr

@@ -152,3 +152,20 @@ def observe(
         for source in sources:
             observations += scan_source(source)
     return observations, problems
+
+
+def checkup(
+    env: Environment,
+    fact_problems: list[str],
+    ruleset: RuleSet,
+    config: Config,
+    fail_on: str | None = None,
+    fail_on_unknown: bool = False,
+    live: bool = False,
+    sources: list[Path] | None = None,
+    probe_timeout_s: float = 120.0,
+) -> CheckResult:
+    """`check` after the facts: probes and source scans, then every rule."""
+    observations, observe_problems = observe(env, live, sources or [], probe_timeout_s)
+    problems = [*fact_problems, *observe_problems]
+    return run_check(env, ruleset, config, fail_on, fail_on_unknown, problems, observations)

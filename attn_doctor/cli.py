@@ -54,6 +54,11 @@ def _one_line_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _require_choice(option: str, value: str | None, choices: tuple[str, ...]) -> None:
+    if value is not None and value not in choices:
+        raise InputError(option, f"{value!r} is not one of {', '.join(choices)}")
+
+
 def _error(message: str) -> None:
     sys.stderr.write(f"attn-doctor: error: {' '.join(message.split())}\n")
 
@@ -160,10 +165,8 @@ def check(
     from attn_doctor.config import FAIL_ON_LEVELS, find_pyproject, load_config
     from attn_doctor.engine.loader import database_path, load_rules
 
-    if output_format not in FORMATS:
-        raise InputError("--format", f"{output_format!r} is not one of {', '.join(FORMATS)}")
-    if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
-        raise InputError("--fail-on", f"{fail_on!r} is not one of {', '.join(FAIL_ON_LEVELS)}")
+    _require_choice("--format", output_format, FORMATS)
+    _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = load_config(config if config is not None else find_pyproject(Path.cwd()))
     what_if = checking.WhatIf(
         env_file=env_file, site_paths=path, requirements=requirements, pins=pin, gpus=gpu, features=feature
@@ -178,9 +181,8 @@ def check(
         if cluster is not None:  # rank 0 reports; the other ranks only sent their facts
             _print_cluster(cluster, output_format)
         raise typer.Exit(0 if cluster is None else cluster.exit_code)
-    observations, observe_problems = checking.observe(env, live_probes, source, probe_timeout)
-    result = checking.run_check(
-        env, ruleset, project, fail_on, fail_on_unknown, [*fact_problems, *observe_problems], observations
+    result = checking.checkup(
+        env, fact_problems, ruleset, project, fail_on, fail_on_unknown, live_probes, source, probe_timeout
     )
     _print_report(result, output_format, verbose)
     for problem in result.problems:
@@ -255,8 +257,7 @@ def merge(
     from attn_doctor.engine.loader import database_path, load_rules
 
     _cluster_formats(output_format)
-    if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
-        raise InputError("--fail-on", f"{fail_on!r} is not one of {', '.join(FAIL_ON_LEVELS)}")
+    _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = load_config(config if config is not None else find_pyproject(Path.cwd()))
     ruleset = load_rules([database_path(), *rules], trust_database=True)
     cluster = merge_files(files, ruleset, project, fail_on, fail_on_unknown)
@@ -310,8 +311,7 @@ def repro(
             cases = ", ".join(c.name for c in item.cases)
             typer.echo(f"{item.id:<20} {item.title}  [{cases}]")
         return
-    if output_format not in ("rich", "json", "markdown"):
-        raise InputError("--format", f"{output_format!r} is not one of rich, json, markdown")
+    _require_choice("--format", output_format, ("rich", "json", "markdown"))
     if not run_all and issue is None:
         raise InputError(
             "repro", "name an issue (rule id, repro id, URL, owner/repo#N), or use --all / --list"
@@ -363,9 +363,9 @@ def report(
     inputs = IssueInputs(what_if, config, live_probes, repro_json, repro_results)
     project = load_config(config if config is not None else find_pyproject(Path.cwd()))
     env, fact_problems = checking.build_environment(what_if, project)
-    observations, observe_problems = checking.observe(env, live_probes, [], probe_timeout)
-    problems = [*fact_problems, *observe_problems]
-    result = checking.run_check(env, load_rules(), project, None, False, problems, observations)
+    result = checking.checkup(
+        env, fact_problems, load_rules(), project, live=live_probes, probe_timeout_s=probe_timeout
+    )
     text = render(result, inputs, os.environ)
     if output is None:
         sys.stdout.write(text)
@@ -407,10 +407,8 @@ def fix(
     from attn_doctor.fixer.plan import run_fix
     from attn_doctor.report import fix_report
 
-    if output_format not in ("text", "json"):
-        raise InputError("--format", f"{output_format!r} is not one of text, json")
-    if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
-        raise InputError("--fail-on", f"{fail_on!r} is not one of {', '.join(FAIL_ON_LEVELS)}")
+    _require_choice("--format", output_format, ("text", "json"))
+    _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = load_config(config if config is not None else find_pyproject(Path.cwd()))
     what_if = checking.WhatIf(
         env_file=env_file, site_paths=path, requirements=requirements, pins=pin, gpus=gpu, features=feature
@@ -448,8 +446,7 @@ def explain(
     from attn_doctor.explain import explain as run_explain
     from attn_doctor.report import explain_report
 
-    if output_format not in ("rich", "json"):
-        raise InputError("--format", f"{output_format!r} is not one of rich, json")
+    _require_choice("--format", output_format, ("rich", "json"))
     what_if = checking.WhatIf(
         env_file=env_file, site_paths=path, requirements=requirements, pins=pin, gpus=gpu, features=feature
     )

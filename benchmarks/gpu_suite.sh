@@ -15,14 +15,15 @@ tests)
     --durations=10 2>&1 | tee "$OUT/pytest.log" | grep -v PASSED | tail -30
   ;;
 bench)
-  python3 -m pytest -q -p no:cacheprovider "tests/kernels/test_varlen_attention.py::test_smallest_and_largest_head_dims" \
-    tests/test_repro_cli.py 2>&1 | tee "$OUT/pytest-rerun.log" | tail -3
+  # most important first: a call that runs out of time still brings back what it finished
   python3 -m attn_doctor repro --all --format json > "$OUT/repro.json"
-  python3 -m attn_doctor repro --all | tail -1
-  python3 -m attn_doctor repro --all --sanitizer --format json > "$OUT/sanitizer.json"
-  python3 -c "import json; [print(r['repro'], r['case'], r['status'], '|', r['sanitizer']) for r in json.load(open('$OUT/sanitizer.json'))['results']]"
+  python3 -c "import json; [print(r['repro'], '/', r['case'], r['status'], '|', r['detail'][:120]) for r in json.load(open('$OUT/repro.json'))['results']]"
   python3 benchmarks/repro_wall_time.py --warm-runs 3 | tee "$OUT/repro_wall.txt"
   python3 benchmarks/varlen_throughput.py | tee "$OUT/varlen.txt"
+  python3 -m attn_doctor repro --all --sanitizer --format json > "$OUT/sanitizer.json"
+  python3 -c "import json; [print(r['repro'], r['case'], r['status'], '|', r['sanitizer']) for r in json.load(open('$OUT/sanitizer.json'))['results']]"
+  python3 -m pytest -q -p no:cacheprovider "tests/kernels/test_varlen_attention.py::test_smallest_and_largest_head_dims" \
+    2>&1 | tee "$OUT/pytest-rerun.log" | tail -3
   python3 benchmarks/check_vs_collect_env.py --runs 5 | tee "$OUT/check.txt"
   ;;
 *)

@@ -10,16 +10,18 @@ import pytest
 from tests.release_venvs import release_venv, run_doctor
 
 A, A_4D = "gemma2-fa2-cu-seqlens", "transformers-fa2-4d-attention-mask"
+GENERATE = "gemma2-fa2-generate-4d-mask"
 D, E = "transformers-flex-blockmask-no-dim", "transformers-flex-pad-none-key-length"
 AFFECTED, CLEAN, SKIPPED = "affected-by-probe", "not-affected-by-probe", "skipped"
 
 EXPECTED = {  # release -> (probe verdict per rule, exit code)
-    "4.44.0": ({A: AFFECTED, A_4D: AFFECTED, D: SKIPPED, E: SKIPPED}, 1),
+    "4.44.0": ({A: AFFECTED, A_4D: AFFECTED, GENERATE: AFFECTED, D: SKIPPED, E: SKIPPED}, 1),
     "4.44.1": ({A: CLEAN, A_4D: AFFECTED, D: SKIPPED, E: SKIPPED}, 0),
     "4.51.0": ({A: CLEAN, D: AFFECTED, E: AFFECTED}, 1),
     "4.51.1": ({A: CLEAN, D: AFFECTED, E: CLEAN}, 1),
-    "4.52.1": ({A: CLEAN, D: CLEAN, E: CLEAN}, 0),
-    "5.23.0": ({A: CLEAN, A_4D: AFFECTED, D: CLEAN, E: CLEAN}, 0),
+    # Gemma2 generate hands FA2 a 4-D mask again in 4.52.x (see the rule's summary)
+    "4.52.1": ({A: CLEAN, GENERATE: AFFECTED, D: CLEAN, E: CLEAN}, 1),
+    "5.23.0": ({A: CLEAN, A_4D: AFFECTED, GENERATE: CLEAN, D: CLEAN, E: CLEAN}, 0),
 }
 
 

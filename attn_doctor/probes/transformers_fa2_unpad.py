@@ -30,6 +30,7 @@ from attn_doctor.probes.observation import Observation, ProbeSkipped, ProbeVerdi
 CU_SEQLENS_RULE = "gemma2-fa2-cu-seqlens"  # 4.44.0: bad cu_seqlens reach flash_attn_varlen_func
 POSITION_IDS_RULE = "transformers-fa2-position-ids-not-from-zero"  # 4.54: transformers itself raises
 MASK_4D_RULE = "transformers-fa2-4d-attention-mask"
+GENERATE_RULE = "gemma2-fa2-generate-4d-mask"  # 4.44.0: Gemma2's generate hands FA2 a 4-D mask
 TOLERANCE = 1e-4
 LENGTH, HEADS, KV_HEADS, HEAD_DIM = 8, 4, 2, 16
 EVIDENCE_CHARS = 299
@@ -363,8 +364,94 @@ def _offset_observations(outcome: Outcome, note: str) -> list[Observation]:
     ]
 
 
+GENERATE_CASE = "Gemma2ForCausalLM.generate (FA2, 2x6 prompt, 2-D mask, row 2 left-padded by 3, 2 new tokens)"
+PROMPT, PADDING, NEW_TOKENS, VOCAB = 6, 3, 2, 128
+
+
+def _gemma2(attn_implementation: str) -> Any:
+    """A random one-layer Gemma2ForCausalLM, float32 on CPU.
+
+    The layer is a sliding one (layer 0) with a window no shorter than prompt + new tokens, so the
+    stand-ins, which know no window, compute what the model means. No logit softcapping: 5.x would
+    hand ``softcap`` to the stand-ins (4.44 only when flash_attn's metadata says >= 2.6), and eager
+    would then differ from them. FA2 on CPU in float32 only draws warnings in every release tried
+    (4.44.0 to 5.23.0); availability is what the release asks ``is_flash_attn_2_available`` (and its
+    siblings), which ``fa2_path`` already answers for the fake flash_attn before the model code loads.
+    """
+    configuration: Any = importlib.import_module("transformers.models.gemma2.configuration_gemma2")
+    modeling: Any = importlib.import_module("transformers.models.gemma2.modeling_gemma2")
+    config = configuration.Gemma2Config(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=1,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV_HEADS,
+        head_dim=HEAD_DIM,
+        sliding_window=PROMPT + NEW_TOKENS,
+        max_position_embeddings=64,
+        attn_logit_softcapping=None,
+        final_logit_softcapping=None,
+        pad_token_id=0,
+        attn_implementation=attn_implementation,
+    )
+    torch.manual_seed(0)
+    return modeling.Gemma2ForCausalLM(config).eval()
+
+
+def _generate(model: Any) -> torch.Tensor:
+    """Greedy generate on a left-padded batch; the logits of each new token, [NEW_TOKENS, 2, VOCAB]."""
+    input_ids = torch.randint(1, VOCAB, (2, PROMPT), generator=torch.Generator().manual_seed(0))
+    attention_mask = torch.ones(2, PROMPT, dtype=torch.long)
+    input_ids[1, :PADDING], attention_mask[1, :PADDING] = 0, 0
+    with torch.no_grad():
+        output = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=NEW_TOKENS,
+            do_sample=False,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
+    return torch.stack(output.scores)
+
+
+def _generate_observation(stand_ins: StandIns) -> Observation:
+    """Gemma2's generate with FA2 on a left-padded batch: does the FA2 path get a 2-D mask?"""
+
+    def observed(verdict: ProbeVerdict, evidence: str) -> Observation:
+        return Observation(
+            GENERATE_RULE, verdict, " ".join(f"{GENERATE_CASE}: {evidence}".split())[:EVIDENCE_CHARS]
+        )
+
+    if importlib.util.find_spec("transformers.models.gemma2") is None:  # before 4.42
+        return Observation(GENERATE_RULE, ProbeVerdict.NOT_AFFECTED, "no Gemma2 in this release")
+    stand_ins.calls.clear()
+    try:
+        model = _gemma2("flash_attention_2")
+        scores = _generate(model)
+    except Violation as violation:
+        return observed(ProbeVerdict.AFFECTED, str(violation))
+    except IndexError as exc:  # transformers' own gather (4.53+), before flash_attn
+        where = "after " + stand_ins.calls[-1] if stand_ins.calls else "before any flash_attn call"
+        return observed(ProbeVerdict.AFFECTED, f"IndexError {where}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - this rule's verdict only; the other observations stand
+        return observed(ProbeVerdict.ERROR, f"the probe cannot drive it: {type(exc).__name__}: {exc}")
+    calls = "; ".join(stand_ins.calls) or "no flash_attn call"
+    try:  # the same weights with eager attention, which takes the 4-D mask it is meant to
+        eager = _gemma2("eager")
+        eager.load_state_dict(model.state_dict())
+        error = (scores - _generate(eager)).abs().max().item()
+    except Exception as exc:  # noqa: BLE001 - as above
+        return observed(ProbeVerdict.ERROR, f"{calls}; then eager failed: {type(exc).__name__}: {exc}")
+    if not stand_ins.calls or not error <= TOLERANCE:  # wrong, but not the way this rule says
+        return observed(ProbeVerdict.ERROR, f"{calls}; logits differ from eager by {error:.1e}")
+    return observed(ProbeVerdict.NOT_AFFECTED, f"{calls}; logits max |FA2 - eager| = {error:.1e}")
+
+
 def run() -> list[Observation]:
-    path = fa2_path(StandIns())
+    stand_ins = StandIns()
+    path = fa2_path(stand_ins)
     takes_positions = "position_ids" in path.parameters
     for case in (DENSE, PADDED, PACKED) if takes_positions else (DENSE, PADDED):
         outcome = path.drive(case)
@@ -374,4 +461,5 @@ def run() -> list[Observation]:
     return [
         *_offset_observations(path.drive(OFFSET), note),
         _observe(MASK_4D_RULE, MASK_4D, path.drive(MASK_4D)),
+        _generate_observation(stand_ins),
     ]

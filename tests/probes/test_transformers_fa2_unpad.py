@@ -2,7 +2,8 @@
 
 The release tests run the probe as the doctor does (a child process, the result line read by the
 runner): 4.44.0 must show the cu_seqlens bug, the releases around it must not, and every release
-still flattens a 4-D mask into gather indices past the batch.
+still flattens a 4-D mask into gather indices past the batch. Gemma2's generate with FA2 hands that
+path a 4-D mask in 4.44.0 (and again in 4.52.1), not in the releases around them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from attn_doctor.probes.catalogue import PROBES
 from attn_doctor.probes.observation import ProbeVerdict
 from attn_doctor.probes.transformers_fa2_unpad import (
     CU_SEQLENS_RULE,
+    GENERATE_RULE,
     MASK_4D_RULE,
     POSITION_IDS_RULE,
     StandIns,
@@ -29,6 +31,11 @@ AFFECTED, NOT_AFFECTED = ProbeVerdict.AFFECTED, ProbeVerdict.NOT_AFFECTED
 # The 4-D mask's gather: flash_attn's index_first_axis up to 4.52, transformers' own from 4.53 on.
 GATHER_PAST_BATCH = "index_first_axis: 54 of 57 indices fall outside [0, 16) (they span 0..127)"
 OWN_GATHER_PAST_BATCH = "IndexError before any flash_attn call: index 16 is out of bounds"
+# Gemma2 generate, prefill of 2x6 tokens (row 2 left-padded by 3) then one decoding step, both unpadded.
+GENERATE_EXACT = (
+    "flash_attn_varlen_func(cu_seqlens_q=[0, 6, 9]); flash_attn_varlen_func(cu_seqlens_q=[0, 1, 2]); "
+    "logits max |FA2 - eager|"
+)
 
 
 def qkv(tokens: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -80,7 +87,15 @@ def test_gather_stand_in_rejects_indices_past_the_batch() -> None:
 
 @pytest.mark.releases
 @pytest.mark.parametrize(
-    ("release", "cu_seqlens", "position_ids", "offset_evidence", "mask_4d_evidence"),
+    (
+        "release",
+        "cu_seqlens",
+        "position_ids",
+        "offset_evidence",
+        "mask_4d_evidence",
+        "generate",
+        "generate_evidence",
+    ),
     [
         # up to 4.42 the FA2 path is LlamaFlashAttention2's method, which takes no position_ids
         (
@@ -89,6 +104,8 @@ def test_gather_stand_in_rejects_indices_past_the_batch() -> None:
             NOT_AFFECTED,
             "(the FA2 entry takes no position_ids): flash_attn_func",
             GATHER_PAST_BATCH,
+            NOT_AFFECTED,
+            "no Gemma2 in this release",
         ),
         (
             "4.44.0",
@@ -96,11 +113,48 @@ def test_gather_stand_in_rejects_indices_past_the_batch() -> None:
             NOT_AFFECTED,
             "cu_seqlens_q=[16] starts at 16, not 0",
             GATHER_PAST_BATCH,
+            # prepare_inputs_for_generation builds a 4-D mask for the HybridCache, FA2 or not
+            AFFECTED,
+            "index_first_axis: 68 of 69 indices fall outside [0, 2)",
         ),
-        ("4.44.1", NOT_AFFECTED, NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
-        ("4.51.0", NOT_AFFECTED, NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
-        ("4.51.1", NOT_AFFECTED, NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
-        ("4.52.1", NOT_AFFECTED, NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", GATHER_PAST_BATCH),
+        (
+            "4.44.1",
+            NOT_AFFECTED,
+            NOT_AFFECTED,
+            "flash_attn_func(q [2, 8, 4, 16])",
+            GATHER_PAST_BATCH,
+            NOT_AFFECTED,
+            GENERATE_EXACT,
+        ),
+        (
+            "4.51.0",
+            NOT_AFFECTED,
+            NOT_AFFECTED,
+            "flash_attn_func(q [2, 8, 4, 16])",
+            GATHER_PAST_BATCH,
+            NOT_AFFECTED,
+            GENERATE_EXACT,
+        ),
+        (
+            "4.51.1",
+            NOT_AFFECTED,
+            NOT_AFFECTED,
+            "flash_attn_func(q [2, 8, 4, 16])",
+            GATHER_PAST_BATCH,
+            NOT_AFFECTED,
+            GENERATE_EXACT,
+        ),
+        (
+            "4.52.1",
+            NOT_AFFECTED,
+            NOT_AFFECTED,
+            "flash_attn_func(q [2, 8, 4, 16])",
+            GATHER_PAST_BATCH,
+            # GenerationMixin.prepare_inputs_for_generation builds a 4-D mask for any compileable cache
+            # (HybridCache included), whatever the attention implementation
+            AFFECTED,
+            "index_first_axis: 46 of 57 indices fall outside [0, 14)",
+        ),
         # 4.54 sends any position_ids down the varlen path and raises in its own metadata code
         (
             "4.54.1",
@@ -108,8 +162,18 @@ def test_gather_stand_in_rejects_indices_past_the_batch() -> None:
             AFFECTED,
             "RuntimeError before any flash_attn call: max(): Expected reduction dim",
             OWN_GATHER_PAST_BATCH,
+            NOT_AFFECTED,
+            GENERATE_EXACT,
         ),
-        ("5.23.0", NOT_AFFECTED, NOT_AFFECTED, "flash_attn_func(q [2, 8, 4, 16])", OWN_GATHER_PAST_BATCH),
+        (
+            "5.23.0",
+            NOT_AFFECTED,
+            NOT_AFFECTED,
+            "flash_attn_func(q [2, 8, 4, 16])",
+            OWN_GATHER_PAST_BATCH,
+            NOT_AFFECTED,
+            GENERATE_EXACT,
+        ),
     ],
 )
 def test_probe_on_release(
@@ -118,6 +182,8 @@ def test_probe_on_release(
     position_ids: ProbeVerdict,
     offset_evidence: str,
     mask_4d_evidence: str,
+    generate: ProbeVerdict,
+    generate_evidence: str,
 ) -> None:
     outcome = probe_in(release_venv(f"transformers=={release}"), PROBE)
     observations, wall_s = outcome.observations, outcome.wall_s
@@ -128,4 +194,6 @@ def test_probe_on_release(
     # No release is fixed: every one flattens the 4-D mask into indices past the 2x8 tokens.
     assert observations[MASK_4D_RULE].verdict is AFFECTED, observations
     assert mask_4d_evidence in observations[MASK_4D_RULE].evidence
+    assert observations[GENERATE_RULE].verdict is generate, observations
+    assert generate_evidence in observations[GENERATE_RULE].evidence
     assert wall_s < 30, f"the probe took {wall_s:.1f} s"  # about 2 s here

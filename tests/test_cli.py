@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from support import cli
 
 from attn_doctor import __version__
@@ -26,15 +27,41 @@ def test_version_and_module_entry():
     assert result.returncode == 0 and result.stdout.strip() == f"attn-doctor {__version__}"
 
 
-def test_check_imports_no_heavy_library():
+# what `check` must never load: heavy libraries, and the other commands' modules
+NOT_IN_CHECK = (
+    "torch",
+    "transformers",
+    "flash_attn",
+    "triton",
+    "attn_doctor.kernels",
+    "attn_doctor.repro",
+    "attn_doctor.probes.runner",
+    "attn_doctor.explain",
+    "attn_doctor.engine.patterns",
+    "attn_doctor.fixer",
+    "attn_doctor.cluster",
+    "attn_doctor.redact",
+    "attn_doctor.report.explain_report",
+    "attn_doctor.report.fix_report",
+    "attn_doctor.report.issue",
+    "attn_doctor.report.env_vars",
+    "attn_doctor.report.repro_file",
+)
+
+
+@pytest.mark.parametrize("output_format", ["rich", "json", "markdown"])
+def test_check_imports_no_heavy_library_and_no_other_command(output_format):
+    # not a TTY: the rich format prints plain text without importing rich
+    names = NOT_IN_CHECK + (("rich",) if output_format == "rich" else ())
     code = (
         "import sys\nfrom attn_doctor.cli import app\n"
-        "try:\n    app(['check', '--pin', 'transformers==4.44.0'])\nexcept SystemExit:\n    pass\n"
-        "heavy = [m for m in ('torch', 'transformers', 'flash_attn', 'triton', 'rich') if m in sys.modules]\n"
-        "print('HEAVY', heavy)\n"
+        f"try:\n    app(['check', '--pin', 'transformers==4.44.0', '--format', {output_format!r}])\n"
+        "except SystemExit:\n    pass\n"
+        f"names = {names!r}\n"
+        "print('LOADED', sorted({m for m in sys.modules for n in names if (m + '.').startswith(n + '.')}))\n"
     )
     result = run("-c", code)
-    assert "HEAVY []" in result.stdout, result.stdout + result.stderr
+    assert "LOADED []" in result.stdout, result.stdout + result.stderr
 
 
 def test_no_color_gives_plain_output():

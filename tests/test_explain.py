@@ -374,14 +374,3 @@ def test_bad_log_argument_is_one_line(tmp_path, kind):
     result = cli("explain", target)
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.startswith(f"attn-doctor: error: {target}: ") and result.stderr.count("\n") == 1
-
-
-def test_check_does_not_import_explain():
-    code = (
-        "import sys\nfrom attn_doctor.cli import app\n"
-        "try:\n    app(['check', '--pin', 'transformers==4.44.0'])\nexcept SystemExit:\n    pass\n"
-        "mine = ('attn_doctor.explain', 'attn_doctor.engine.patterns', 'attn_doctor.report.explain_report')\n"
-        "print('LOADED', [m for m in sys.modules if m.startswith(mine)])\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert "LOADED []" in result.stdout, result.stdout + result.stderr

@@ -8,8 +8,11 @@ import json
 import pytest
 from support import cli
 
+from attn_doctor.facts.gpus import probe_gpus
 from attn_doctor.probes.catalogue import PROBES
 from attn_doctor.repro.catalogue import REPROS
+
+has_gpu = bool(probe_gpus()[0])
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +39,26 @@ def test_buggy_reproduces_and_fixed_passes(all_results, repro, case):
     assert result["device"] and result["versions"]["torch"] and result["command"]
     if not result["expect_bug"]:
         assert result["max_abs_error"] is not None and "within" in result["detail"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_gpu, reason="needs a CUDA GPU: compares its verdicts with the interpreter's")
+def test_cpu_and_gpu_give_the_same_verdicts(all_results):
+    """The CPU path's host checks and guard regions stand in for device asserts: same verdict per case."""
+    result = cli("repro", "--all", "--device", "cpu", "--format", "json")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    cpu = {
+        (r["repro"], r["case"]): r
+        for r in json.loads(result.stdout)["results"]
+        if r["expect_bug"] is not None
+    }
+    assert cpu and all(row["device"].startswith("cpu") for row in cpu.values())
+    disagreeing = {
+        key: (row["status"], all_results[key]["status"])
+        for key, row in cpu.items()
+        if row["status"] != all_results[key]["status"]
+    }
+    assert not disagreeing, disagreeing
 
 
 @pytest.mark.parametrize(

@@ -231,7 +231,7 @@ def _varlen_fwd(
     tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=(offs_m < seqlen_q)[:, None])
 
 
-_CONFIGS = [
+AUTOTUNE_CONFIGS = [
     triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
     for bm, bn, w, s in [
         (128, 128, 8, 3),
@@ -246,40 +246,56 @@ _CONFIGS = [
 ]
 
 
-_SMALLEST_CONFIG = triton.Config({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=4, num_stages=2)
+# tried in order when no tuned config fits (head dim 256 in fp32, or a GPU with 99 KB of shared memory)
+_FALLBACK_CONFIGS = [
+    triton.Config({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=4, num_stages=2),
+    triton.Config({"BLOCK_M": 16, "BLOCK_N": 16}, num_warps=4, num_stages=2),
+]
+# Triton's own count ran 14 KiB above the tile estimate on an H100 (270 KB for a 256 KiB estimate)
+SHARED_MEMORY_MARGIN = 16 * 1024
 
 
-def _shared_memory(config: triton.Config, head_dim: int, element_size: int) -> int:
+def shared_memory_estimate(config: triton.Config, head_dim: int, element_size: int) -> int:
     """Bytes of shared memory a config needs: the Q tile plus K and V tiles for each pipelined stage
-    but one (Triton's own count is within a few KiB of this)."""
+    but one."""
     tiles = (config.num_stages - 1) * 2 * config.kwargs["BLOCK_N"] + config.kwargs["BLOCK_M"]
     return int(tiles * head_dim * element_size)
 
 
-def _fitting_configs(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
+def configs_that_fit(
+    configs: list[triton.Config], head_dim: int, element_size: int, shared_memory: int
+) -> list[triton.Config]:
     """Tiles that fit the GPU's shared memory and the head dim: 128x256 fp32 tiles spill registers and
     take ptxas minutes per config, so large head dims (and fp32) get narrower tiles, as flash-attn
-    picks for hdim 256."""
+    picks for hdim 256. Never empty: the smallest fallback is the last resort."""
+
+    def fits(config: triton.Config) -> bool:
+        return (
+            config.kwargs["BLOCK_M"] * head_dim <= 128 * 128
+            and config.kwargs["BLOCK_N"] * head_dim <= (64 if element_size > 2 else 128) * 128
+            and shared_memory_estimate(config, head_dim, element_size) <= shared_memory - SHARED_MEMORY_MARGIN
+        )
+
+    return [c for c in configs if fits(c)] or [next(filter(fits, _FALLBACK_CONFIGS), _FALLBACK_CONFIGS[-1])]
+
+
+def _shared_memory_of(device: torch.device) -> int:
+    return int(triton.runtime.driver.active.utils.get_device_properties(device.index)["max_shared_mem"])
+
+
+def _prune_to_device(configs: list[triton.Config], named_args: dict, **kwargs: object) -> list[triton.Config]:
+    """The autotuner's early_config_prune hook."""
     head_dim = int(kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM", 128)))  # type: ignore[call-overload]
     q = named_args["Q"]
-    limit = triton.runtime.driver.active.utils.get_device_properties(q.device.index)["max_shared_mem"]
-    wide = q.element_size() > 2
-    fitting = [
-        c
-        for c in configs
-        if c.kwargs["BLOCK_M"] * head_dim <= 128 * 128
-        and c.kwargs["BLOCK_N"] * head_dim <= (64 if wide else 128) * 128
-        and _shared_memory(c, head_dim, q.element_size()) <= limit - 16 * 1024
-    ]
-    return fitting or [_SMALLEST_CONFIG]
+    return configs_that_fit(configs, head_dim, q.element_size(), _shared_memory_of(q.device))
 
 
 # dtypes are part of the autotuner's key already; causal/window/softcap reuse the head dim's winner
 _varlen_fwd_tuned = triton.autotune(
-    configs=_CONFIGS, key=["HEAD_DIM"], prune_configs_by={"early_config_prune": _fitting_configs}
+    configs=AUTOTUNE_CONFIGS, key=["HEAD_DIM"], prune_configs_by={"early_config_prune": _prune_to_device}
 )(_varlen_fwd)
 _varlen_fwd_debug = triton.jit(debug=True)(_varlen_fwd.fn)
-_DEBUG_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
+_DEBUG_CONFIG = triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=2)
 # the interpreter runs one program at a time in numpy: small tiles, several KV blocks per sequence
 _INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 16}
 INTERPRETED = not isinstance(_varlen_fwd, triton.runtime.JITFunction)
@@ -392,10 +408,13 @@ def varlen_attention(
     def grid(meta: dict[str, int]) -> tuple[int, int, int]:
         return (triton.cdiv(max_seqlen_q, meta["BLOCK_M"]), batch, heads)
 
-    if debug:
-        _varlen_fwd_debug[grid](*args, **flags, **_DEBUG_CONFIG)
-    elif INTERPRETED:
+    if INTERPRETED:  # device asserts are no-ops there; check_metadata ran above instead
         _varlen_fwd[grid](*args, **flags, **_INTERPRETER_CONFIG)
+    elif debug:
+        config = configs_that_fit([_DEBUG_CONFIG], head_dim, q.element_size(), _shared_memory_of(q.device))[0]
+        _varlen_fwd_debug[grid](
+            *args, **flags, **config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages
+        )
     else:
         _varlen_fwd_tuned[grid](*args, **flags)
     return out

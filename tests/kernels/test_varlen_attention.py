@@ -11,7 +11,14 @@ from attn_doctor.kernels.errors import MetadataError
 from attn_doctor.kernels.metadata import check_metadata
 from attn_doctor.kernels.numerics import compare
 from attn_doctor.kernels.unpad import unpad_indices
-from attn_doctor.kernels.varlen_attention import reference, varlen_attention
+from attn_doctor.kernels.varlen_attention import (
+    AUTOTUNE_CONFIGS,
+    SHARED_MEMORY_MARGIN,
+    configs_that_fit,
+    reference,
+    shared_memory_estimate,
+    varlen_attention,
+)
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 cpu_only = pytest.mark.skipif(
@@ -91,6 +98,31 @@ def test_softcap(device, seed, dtype, softcap):
 @pytest.mark.parametrize("head_dim", [16, 256])
 def test_smallest_and_largest_head_dims(device, seed, head_dim):
     check(device, seed, dtype=torch.float32, head_dim=head_dim, group=1, heads_kv=1, causal=True)
+
+
+# shared memory per block (opt-in), bytes, from NVIDIA's CUDA programming guide
+SHARED_MEMORY = {"H100": 232448, "A100": 166912, "RTX 4090": 101376, "T4": 65536}
+
+
+@pytest.mark.parametrize("gpu", SHARED_MEMORY)
+@pytest.mark.parametrize("head_dim", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("element_size", [2, 4])
+def test_autotune_configs_fit_every_gpu(gpu, head_dim, element_size):
+    """Every config the autotuner may try fits: one that does not fails the launch (an fp32 config
+    at head dim 256 asked an H100 for 270 KB)."""
+    kept = configs_that_fit(AUTOTUNE_CONFIGS, head_dim, element_size, SHARED_MEMORY[gpu])
+    assert kept
+    for config in kept:
+        assert (
+            shared_memory_estimate(config, head_dim, element_size) + SHARED_MEMORY_MARGIN
+            <= SHARED_MEMORY[gpu]
+        )
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_pruning_keeps_every_bf16_config_on_an_h100(head_dim):
+    """The throughput in docs/performance.md was tuned over all of them."""
+    assert configs_that_fit(AUTOTUNE_CONFIGS, head_dim, 2, SHARED_MEMORY["H100"]) == AUTOTUNE_CONFIGS
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -110,6 +110,13 @@ ConfigOption = Annotated[
     Path | None,
     typer.Option("--config", help="pyproject.toml with [tool.attn-doctor] (default: the nearest one)."),
 ]
+RulesOption = Annotated[
+    list[Path],
+    typer.Option("--rules", help="Extra rule files or folders, read with the database (repeatable)."),
+]
+ProbeTimeoutOption = Annotated[
+    float, typer.Option("--probe-timeout", help="Seconds before a probe counts as hung.")
+]
 
 
 @app.command()
@@ -122,10 +129,7 @@ def check(
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
     config: ConfigOption = None,
-    rules: Annotated[
-        list[Path],
-        typer.Option("--rules", help="Extra rule files or folders, checked with the database (repeatable)."),
-    ] = [],  # noqa: B006
+    rules: RulesOption = [],  # noqa: B006
     output_format: Annotated[
         str, typer.Option("--format", "-f", help=f"One of {', '.join(FORMATS)}.")
     ] = "rich",
@@ -143,9 +147,7 @@ def check(
         bool,
         typer.Option("--probe", help="Also run the live probes: the installed libraries' own code paths."),
     ] = False,
-    probe_timeout: Annotated[
-        float, typer.Option("--probe-timeout", help="Seconds before a probe counts as hung.")
-    ] = 120.0,
+    probe_timeout: ProbeTimeoutOption = 120.0,
     source: Annotated[
         list[Path],
         typer.Option("--source", help="Scan a flash-attention checkout before building it (repeatable)."),
@@ -242,9 +244,7 @@ def probe(
 def merge(
     files: Annotated[list[Path], typer.Argument(help="Per-node `attn-doctor probe --json` files.")],
     config: ConfigOption = None,
-    rules: Annotated[
-        list[Path], typer.Option("--rules", help="Extra rule files or folders (repeatable).")
-    ] = [],  # noqa: B006
+    rules: RulesOption = [],  # noqa: B006
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich or json.")] = "rich",
     fail_on: Annotated[
         str | None, typer.Option("--fail-on", help="error (default), warning, info, never.")
@@ -343,9 +343,7 @@ def report(
     live_probes: Annotated[
         bool, typer.Option("--probe", help="Also run the live probes (as check --probe).")
     ] = False,
-    probe_timeout: Annotated[
-        float, typer.Option("--probe-timeout", help="Seconds before a probe counts as hung.")
-    ] = 120.0,
+    probe_timeout: ProbeTimeoutOption = 120.0,
     repro_json: Annotated[
         Path | None, typer.Option("--repro-json", help="Include results saved by `repro --format json`.")
     ] = None,
@@ -389,9 +387,7 @@ def fix(
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
     config: ConfigOption = None,
-    rules: Annotated[
-        list[Path], typer.Option("--rules", help="Extra rule files or folders (repeatable).")
-    ] = [],  # noqa: B006
+    rules: RulesOption = [],  # noqa: B006
     fail_on: Annotated[
         str | None,
         typer.Option("--fail-on", help="Lowest severity to clear: error (default), warning, info."),
@@ -433,9 +429,7 @@ def explain(
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
     config: ConfigOption = None,
-    rules: Annotated[
-        list[Path], typer.Option("--rules", help="Extra rule files or folders (repeatable).")
-    ] = [],  # noqa: B006
+    rules: RulesOption = [],  # noqa: B006
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich or json.")] = "rich",
 ) -> None:
     """Name the known causes of an error in a traceback or training log, ranked for this stack.

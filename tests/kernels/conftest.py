@@ -33,13 +33,18 @@ def seed() -> int:
 
 
 @pytest.fixture
-def child():
-    """Run Python code in a fresh process under CUDA_LAUNCH_BLOCKING=1: a device assert kills its context."""
+def asserts_on_device():
+    """Run Python code in a fresh process under CUDA_LAUNCH_BLOCKING=1 (a device assert kills its
+    context) and check that it died of a device-side assert whose message holds ``message``."""
 
-    def run(code: str) -> subprocess.CompletedProcess[str]:
+    def run(code: str, message: str) -> None:
         env = {**os.environ, "CUDA_LAUNCH_BLOCKING": "1"}
-        return subprocess.run(
+        result = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
         )
+        output = result.stdout + result.stderr
+        assert result.returncode != 0, output
+        assert "device-side assert triggered" in output, output
+        assert message in output, output
 
     return run

@@ -149,12 +149,10 @@ torch.cuda.synchronize()
 @pytest.mark.parametrize("interleaved", [False, True], ids=["neox", "gptj"])
 @pytest.mark.gpu
 @needs_cuda
-def test_gpu_seed_b_debug_mode_asserts_on_device(child, interleaved):
-    result = child(_SEED_B_CHILD.format(interleaved=interleaved))
-    output = result.stdout + result.stderr
-    assert result.returncode != 0, output
-    assert "device-side assert triggered" in output, output
-    assert "index out of bounds: rotary column >= head_dim" in output, output
+def test_gpu_seed_b_debug_mode_asserts_on_device(asserts_on_device, interleaved):
+    asserts_on_device(
+        _SEED_B_CHILD.format(interleaved=interleaved), "index out of bounds: rotary column >= head_dim"
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

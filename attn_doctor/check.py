@@ -1,4 +1,5 @@
-"""`check` end to end: build the environment (probe or what-if), match every rule, decide the exit.
+"""`check` after the facts: match every rule against the environment (facts/assemble.py builds
+it), with probe and source-scan observations, and decide the exit code.
 
 Input problems (a broken rule file, broken metadata) never stop the run: they are collected,
 reported after the findings, and make the exit code 2.
@@ -13,24 +14,10 @@ from attn_doctor.config import Config
 from attn_doctor.engine.loader import RuleSet
 from attn_doctor.engine.matcher import Finding, Verdict, match, with_probe
 from attn_doctor.engine.schema import SEVERITIES
-from attn_doctor.facts import gpus
-from attn_doctor.facts.model import Environment, Package
-from attn_doctor.facts.probe import probe_environment
+from attn_doctor.facts.model import Environment
 from attn_doctor.probes.observation import Observation
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT_ERROR = 0, 1, 2
-
-
-@dataclass
-class WhatIf:
-    """The options that replace or override probed facts."""
-
-    env_file: Path | None = None
-    site_paths: list[Path] = field(default_factory=list)
-    requirements: list[Path] = field(default_factory=list)
-    pins: list[str] = field(default_factory=list)
-    gpus: list[str] = field(default_factory=list)
-    features: list[str] | None = None
 
 
 @dataclass
@@ -58,47 +45,6 @@ class CheckResult:
         if self.problems:
             return EXIT_INPUT_ERROR
         return EXIT_FINDINGS if self.failing() else EXIT_CLEAN
-
-
-def build_environment(what_if: WhatIf, config: Config) -> tuple[Environment, list[str]]:
-    """Probe, or read ``--env-file``; then apply requirements, pins, target GPUs and features.
-
-    Raises InputError for a bad what-if input: those are the user's own arguments.
-    """
-    if what_if.env_file is None and not what_if.requirements and not what_if.pins:
-        env, problems = probe_environment([str(path) for path in what_if.site_paths])
-    else:
-        env, problems = _declared_environment(what_if)
-    targets = what_if.gpus or config.gpus
-    if targets:
-        env.gpus = [gpus.target_gpu(spec) for spec in targets]
-        env.gpu_source = "target"
-    features = what_if.features if what_if.features is not None else config.features
-    if features is not None:
-        env.features = features
-    return env, problems
-
-
-def _declared_environment(what_if: WhatIf) -> tuple[Environment, list[str]]:
-    """Facts from --env-file, --requirements and --pin, over the probe where there is no env file.
-
-    The only place that imports whatif (packaging's requirement parser: a twentieth of `check`).
-    """
-    from attn_doctor.facts import whatif
-
-    if what_if.env_file is not None:
-        env, problems = whatif.load_environment_file(what_if.env_file), list[str]()
-    else:
-        env, problems = probe_environment([str(path) for path in what_if.site_paths])
-    for requirements in what_if.requirements:
-        env = env.with_packages(whatif.parse_requirements(requirements), f"--requirements {requirements}")
-    if what_if.pins:
-        pinned: dict[str, Package] = {}
-        for pin in what_if.pins:
-            package = whatif.parse_pin(pin)
-            pinned[package.name] = package
-        env = env.with_packages(pinned, "--pin " + " ".join(what_if.pins))
-    return env, problems
 
 
 def run_check(

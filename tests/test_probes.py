@@ -94,7 +94,9 @@ def _doctor(site: Site, *args: str) -> subprocess.CompletedProcess[str]:
 )
 def test_check_probe_survives_a_library_whose_import_fails(site: Site, body: str, said: str) -> None:
     _broken_transformers(site, body)
-    done = _doctor(site, "check", "--probe", "--probe-timeout", "5", "--format", "json")
+    done = _doctor(
+        site, "check", "--probe", "--probe-timeout", "5", "--format", "json", "--feature", "flash_attention_2"
+    )
     assert done.returncode == 2, done.stderr
     report = json.loads(done.stdout)  # the report is still whole
     by_id = {finding["id"]: finding for finding in report["findings"]}
@@ -110,7 +112,10 @@ def test_check_probe_survives_a_library_whose_import_fails(site: Site, body: str
 
 
 def test_check_probe_on_a_declared_environment_skips_with_the_reason() -> None:
-    result = cli("check", "--probe", "--pin", "transformers==4.44.0", "--gpu", "sm_90", "--format", "json")
+    result = cli(
+        *("check", "--probe", "--pin", "transformers==4.44.0", "--gpu", "sm_90", "--format", "json"),
+        *("--feature", "flash_attention_2"),
+    )
     report = json.loads(result.stdout)
     finding = next(f for f in report["findings"] if f["id"] == "gemma2-fa2-cu-seqlens")
     assert finding["probe"]["verdict"] == "skipped"

@@ -20,13 +20,15 @@ SEED_B = "fla-rotary-dim-exceeds-head-dim"
 SEED_C = "fa3-hopper-pipelineparams-build"
 SEED_D = "transformers-flex-blockmask-no-dim"
 SEED_E = "transformers-flex-pad-none-key-length"
+SEED_FEATURES = {SEED_A: "flash_attention_2", SEED_D: "flex_attention", SEED_E: "flex_attention"}
 
 
 def test_done_when_gemma2_cu_seqlens(site):
-    affected = cli("check", "--path", site.path, "--pin", "transformers==4.44.0", "--gpu", "sm_90")
+    fa2 = ("--feature", "flash_attention_2")
+    affected = cli("check", "--path", site.path, "--pin", "transformers==4.44.0", "--gpu", "sm_90", *fa2)
     assert affected.exit_code == 1
     assert SEED_A in affected.stdout and "4.44.1" in affected.stdout  # the fix names the release
-    fixed = verdicts("--path", str(site.path), "--pin", "transformers==4.44.1", "--gpu", "sm_90")
+    fixed = verdicts("--path", str(site.path), "--pin", "transformers==4.44.1", "--gpu", "sm_90", *fa2)
     assert fixed[SEED_A] == "not-affected"
 
 
@@ -44,7 +46,7 @@ def test_done_when_gemma2_cu_seqlens(site):
     ],
 )
 def test_seed_versions(site, rule, pins, expected):
-    args = ["--path", str(site.path), "--gpu", "H100"]
+    args = ["--path", str(site.path), "--gpu", "H100", "--feature", SEED_FEATURES[rule]]
     for pin in pins:
         args += ["--pin", pin]
     assert verdicts(*args)[rule] == expected
@@ -52,8 +54,10 @@ def test_seed_versions(site, rule, pins, expected):
 
 def test_seed_b_fla_rotary(site):
     site.install("flash-linear-attention", "0.1.2")
-    assert verdicts("--path", str(site.path), "--gpu", "H100")[SEED_B] == "affected"
-    newest = verdicts("--path", str(site.path), "--gpu", "H100", "--pin", "fla-core==0.6.0")
+    assert verdicts("--path", str(site.path), "--gpu", "H100")[SEED_B] == "unknown"  # if you use it
+    rotary = ("--feature", "rotary_embedding")
+    assert verdicts("--path", str(site.path), "--gpu", "H100", *rotary)[SEED_B] == "affected"
+    newest = verdicts("--path", str(site.path), "--gpu", "H100", "--pin", "fla-core==0.6.0", *rotary)
     assert newest[SEED_B] == "not-affected"  # fla-core is the same project under its other name
 
 
@@ -67,7 +71,7 @@ def test_seed_c_is_about_source_builds(site, no_gpu):
 
 def test_installed_metadata_is_read_like_a_pin(site):
     site.install("transformers", "4.44.0")
-    assert verdicts("--path", str(site.path))[SEED_A] == "affected"
+    assert verdicts("--path", str(site.path), "--feature", "flash_attention_2")[SEED_A] == "affected"
 
 
 def test_declared_features_narrow_the_verdict(site):

@@ -29,6 +29,8 @@ class Reason:
     holds: bool | None
     text: str
     origin: str | None = None  # where the fact came from, e.g. "requirements.txt:3"
+    unknown_features: tuple[str, ...] = ()  # "applies if you use ...": the features not known
+    evidence: tuple[str, ...] = ()  # file:line where the project shows the features in use
 
 
 @dataclass(frozen=True)
@@ -161,13 +163,17 @@ def _cuda(spec: SpecifierSet, env: Environment) -> Reason:
 
 def _nvcc(spec: SpecifierSet, env: Environment) -> Reason:
     if env.nvcc is None:
-        return Reason("nvcc", False, "no CUDA toolkit (nvcc) found")
+        if "nvcc" in env.origins:
+            return Reason("nvcc", False, f"no CUDA toolkit (nvcc) on {env.origins['nvcc']}")
+        return Reason("nvcc", None, "CUDA toolkit (nvcc) version unknown")
     return _in_spec("nvcc", "nvcc", env.nvcc, spec)
 
 
 def _driver(spec: SpecifierSet, env: Environment) -> Reason:
     drivers = sorted({gpu.driver for gpu in env.gpus if gpu.driver})
     if not drivers:
+        if env.gpu_source == "none":
+            return Reason("driver", False, "no NVIDIA GPU, so no NVIDIA driver in use")
         return Reason("driver", None, "NVIDIA driver version unknown")
     return _in_spec("driver", "NVIDIA driver", drivers[0], spec)
 
@@ -190,13 +196,27 @@ def _platform(platforms: tuple[str, ...], env: Environment) -> Reason:
 
 
 def _features(features: tuple[str, ...], env: Environment) -> Reason:
-    needed = ", ".join(features)
-    if env.features is None:
-        return Reason("features", True, f"assumes {needed} in use (declare features to narrow)")
-    missing = [feature for feature in features if feature not in env.features]
-    if missing:
-        return Reason("features", False, f"not in use: {', '.join(missing)}")
-    return Reason("features", True, f"in use: {needed}")
+    """Not in use wins over unknown: "applies if you use X" only when nothing rules it out."""
+    states = {feature: env.features.state(feature) for feature in features}
+    if refuted := [text for holds, text in states.values() if holds is False]:
+        return Reason("features", False, "; ".join(refuted))
+    if unknown := tuple(feature for feature, (holds, _) in states.items() if holds is None):
+        return Reason(
+            "features", None, f"applies if you use {' and '.join(unknown)}", unknown_features=unknown
+        )
+    evidence = tuple(place for feature in features for place in env.features.evidence(feature))
+    return Reason("features", True, "; ".join(text for _, text in states.values()), evidence=evidence)
+
+
+def pending_features(finding: Finding) -> tuple[str, ...]:
+    """The features whose unknown use alone keeps ``finding`` from a verdict (else empty): the
+    rule applies if you use them, and every other condition holds."""
+    if finding.verdict is not Verdict.UNKNOWN:
+        return ()
+    unknown = [reason for reason in finding.reasons if reason.holds is None]
+    if not unknown or any(not reason.unknown_features for reason in unknown):
+        return ()
+    return tuple(feature for reason in unknown for feature in reason.unknown_features)
 
 
 _VERSION_CHECKS = {

@@ -12,6 +12,7 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from attn_doctor.facts.features import FEATURES
 from attn_doctor.facts.names import rule_name
 
 SEVERITIES = ("error", "warning", "info")
@@ -27,27 +28,6 @@ COMPONENTS = (
     "xformers",
     "flex-attention",
     "sdpa",
-)
-FEATURES = (
-    "flash_attention_2",
-    "flash_attention_3",
-    "flex_attention",
-    "sdpa",
-    "xformers",
-    "torch_compile",
-    "packed_sequences",
-    "sliding_window",
-    "softcap",
-    "alibi",
-    "attention_mask_4d",
-    "generate",
-    "rotary_embedding",
-    "source_build",
-    "backward",
-    "dropout",
-    "fp8",
-    "head_dim_256",
-    "varlen",
 )
 PLATFORMS = ("linux", "windows", "darwin")
 VERSION_CONDITIONS = ("compute_capability", "cuda", "nvcc", "driver", "python")

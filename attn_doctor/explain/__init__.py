@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from attn_doctor.check import WhatIf, build_environment
 from attn_doctor.config import find_pyproject, load_config
 from attn_doctor.engine.loader import database_path, load_rules
 from attn_doctor.engine.matcher import match
@@ -30,6 +29,7 @@ from attn_doctor.explain.rank import Cause, rank
 from attn_doctor.explain.reader import LogReader, open_log
 from attn_doctor.explain.scan import scan
 from attn_doctor.explain.symptoms import compile_symptoms
+from attn_doctor.facts.assemble import EnvironmentInputs, assemble
 from attn_doctor.facts.model import Environment
 
 EXIT_CAUSE_FOUND, EXIT_NO_CAUSE, EXIT_INPUT_ERROR = 0, 1, 2
@@ -52,13 +52,15 @@ class Explanation:
         return EXIT_CAUSE_FOUND if self.causes else EXIT_NO_CAUSE
 
 
-def explain(source: str, what_if: WhatIf, config_path: Path | None, extra_rules: list[Path]) -> Explanation:
+def explain(
+    source: str, inputs: EnvironmentInputs, config_path: Path | None, extra_rules: list[Path]
+) -> Explanation:
     """Read the log ``source`` (a file, or ``-`` for stdin) and rank the rules it shows symptoms of."""
     ruleset = load_rules([database_path(), *extra_rules])
     symptoms = compile_symptoms(ruleset.rules)
     config = load_config(config_path if config_path is not None else find_pyproject(Path.cwd()))
     with open_log(source) as stream:
-        env, fact_problems = build_environment(what_if, config)
+        env, fact_problems = assemble(inputs, config)
         reader = LogReader(stream, source)
         hits = scan(reader, symptoms)
     findings = [match(rule, env) for rule in ruleset.rules]

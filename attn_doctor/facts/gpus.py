@@ -70,26 +70,61 @@ KNOWN_GPUS: dict[str, str] = {
     "RTX PRO 6000": "12.0",
 }
 
-_SM_FORM = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})a?$", re.I)
+# Every compute capability NVIDIA has shipped (CUDA GPUs table, CUDA 13 release notes); a target
+# outside it is a typo (sm_999, 0.0), not a GPU.
+CAPABILITIES = [
+    "3.0",
+    "3.2",
+    "3.5",
+    "3.7",
+    "5.0",
+    "5.2",
+    "5.3",
+    "6.0",
+    "6.1",
+    "6.2",
+    "7.0",
+    "7.2",
+    "7.5",
+    "8.0",
+    "8.6",
+    "8.7",
+    "8.8",
+    "8.9",
+    "9.0",
+    "10.0",
+    "10.1",
+    "10.3",
+    "11.0",
+    "12.0",
+    "12.1",
+]
+
+_SM_FORM = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})[af]?$", re.I)
 _DOTTED_FORM = re.compile(r"^(\d{1,2})\.(\d)$")
 
 
-def target_gpu(spec: str) -> Gpu:
-    """A ``--gpu`` value: ``sm_90``, ``sm90``, ``90``, ``9.0`` or a name such as ``H100``."""
+def target_gpu(spec: str, source: str = "--gpu") -> Gpu:
+    """A target GPU: ``sm_90``, ``sm_90a``, ``90``, ``9.0`` or a name such as ``H100``."""
     text = spec.strip()
-    if match := _DOTTED_FORM.match(text):
-        return Gpu(name=f"sm_{match[1]}{match[2]}", compute_capability=f"{match[1]}.{match[2]}")
-    if match := _SM_FORM.match(text):
-        digits = match[1]
-        return Gpu(name=f"sm_{digits}", compute_capability=f"{digits[:-1]}.{digits[-1]}")
-    capability = capability_from_name(text)
-    if capability is None:
+    dotted, sm_form = _DOTTED_FORM.match(text), _SM_FORM.match(text)
+    if dotted or sm_form:
+        digits = f"{dotted[1]}{dotted[2]}" if dotted else sm_form[1]  # type: ignore[index]
+        capability = f"{digits[:-1]}.{digits[-1]}"
+        if capability not in CAPABILITIES:
+            raise InputError(
+                f"{source} {spec!r}",
+                f"no GPU has compute capability {capability} (known: {', '.join(CAPABILITIES)})",
+            )
+        return Gpu(name=f"sm_{digits}", compute_capability=capability)
+    named = capability_from_name(text)
+    if named is None:
         raise InputError(
-            f"--gpu {spec!r}",
+            f"{source} {spec!r}",
             "not a compute capability (sm_90, 9.0) or a known GPU "
             f"name ({', '.join(sorted(KNOWN_GPUS)[:8])}, ...)",
         )
-    return Gpu(name=text, compute_capability=capability)
+    return Gpu(name=text, compute_capability=named)
 
 
 def capability_from_name(name: str) -> str | None:

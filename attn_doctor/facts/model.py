@@ -13,9 +13,12 @@ from typing import Any
 
 from attn_doctor import __version__
 from attn_doctor.errors import InputError
+from attn_doctor.facts.features import FeatureFact, FeatureSet, check_feature_name
 
 ENV_SCHEMA_ID = "attn-doctor/environment"
-ENV_SCHEMA_VERSION = 1
+ENV_SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)  # 1: features was a plain list (or null), no origins or target
+THIS_MACHINE = "this machine"
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,11 @@ class Gpu:
 
 @dataclass
 class Environment:
+    """The facts of one target. ``origins`` says where each fact other than packages, GPUs and
+    features came from (those carry their own): a fact that is None *with* an origin was
+    established absent (``nvcc`` not on PATH), None without one is unknown (a declared target
+    that does not state its CUDA toolkit)."""
+
     packages: dict[str, Package] = field(default_factory=dict)
     torch_build: TorchBuild | None = None
     gpus: list[Gpu] = field(default_factory=list)
@@ -59,10 +67,11 @@ class Environment:
     platform: str | None = None  # linux | windows | darwin
     os: str | None = None
     libc: str | None = None
-    # None: the user declared nothing, so every feature is possibly in use
-    features: list[str] | None = None
-    # what the facts were built from, in order: "probe", "--env-file x.json", "--pin ..."
+    features: FeatureSet = field(default_factory=FeatureSet)
+    # what the facts were built from, in order: "this machine", "--env-file x.json", "--pin ..."
     sources: list[str] = field(default_factory=list)
+    target: str = THIS_MACHINE  # one line for report headers: "requirements.txt (5 packages)"
+    origins: dict[str, str] = field(default_factory=dict)
 
     def with_packages(self, overrides: dict[str, Package], source: str) -> Environment:
         """A copy in which ``overrides`` replace the packages of the same name."""
@@ -74,6 +83,10 @@ class Environment:
 
     def to_json_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["features"] = {
+            "declared": self.features.declared,
+            "facts": [asdict(fact) for fact in self.features.facts.values()],
+        }
         return {"schema": ENV_SCHEMA_ID, "schema_version": ENV_SCHEMA_VERSION, **data}
 
     def to_json(self) -> str:
@@ -84,9 +97,10 @@ class Environment:
         """Rebuild from ``probe --json`` output; ``source`` names the file in errors."""
         if not isinstance(data, dict) or data.get("schema") != ENV_SCHEMA_ID:
             raise InputError(source, f'not an attn-doctor environment (no "schema": "{ENV_SCHEMA_ID}")')
-        if data.get("schema_version") != ENV_SCHEMA_VERSION:
+        if data.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
             raise InputError(source, _unsupported_version(data.get("schema_version")))
-        missing = [f.name for f in fields(cls) if f.name not in data]
+        optional = {"target", "origins"} if data["schema_version"] == 1 else set()
+        missing = [f.name for f in fields(cls) if f.name not in data and f.name not in optional]
         if missing:
             raise InputError(source, f"malformed environment: missing {', '.join(missing)}")
         try:
@@ -113,7 +127,6 @@ class Environment:
                 )
                 for g in _list(data["gpus"])
             ]
-            features = data["features"]
             return cls(
                 packages=packages,
                 torch_build=torch_build,
@@ -124,8 +137,10 @@ class Environment:
                 platform=_opt_str(data["platform"]),
                 os=_opt_str(data["os"]),
                 libc=_opt_str(data["libc"]),
-                features=None if features is None else [str(f) for f in _list(features)],
+                features=_features(data["features"], source),
                 sources=[f"--env-file {source}"],
+                target=f"{source} (facts from another machine)",
+                origins={str(k): f"{source} ({v})" for k, v in _mapping(data.get("origins", {})).items()},
             )
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             problem = f"missing field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
@@ -159,6 +174,24 @@ def _unsupported_version(version: Any) -> str:
     return (
         f"schema_version {version!r} is not supported (attn-doctor {__version__} reads {ENV_SCHEMA_VERSION})"
     )
+
+
+def _features(value: Any, source: str) -> FeatureSet:
+    """Version 1: a list of declared names (or null); version 2: the feature facts."""
+    if value is None:
+        return FeatureSet()
+    if isinstance(value, list):
+        return FeatureSet.declare(value, f"{source} features")
+    declared = _opt_str(_mapping(value).get("declared"))
+    features = FeatureSet(declared=None if declared is None else f"{source} ({declared})")
+    for item in _list(value.get("facts", [])):
+        fact = _mapping(item)
+        check_feature_name(fact.get("name"), f"{source} features")
+        evidence = tuple(str(e) for e in _list(fact.get("evidence", [])))
+        features.add(
+            FeatureFact(str(fact["name"]), bool(fact["in_use"]), f"{source}: {fact['source']}", evidence)
+        )
+    return features
 
 
 def _opt_str(value: Any) -> str | None:

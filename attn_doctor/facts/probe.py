@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from attn_doctor.facts import gpus, packages, system
-from attn_doctor.facts.model import Environment
+from attn_doctor.facts.model import THIS_MACHINE, Environment
 
 
 def probe_environment(site_paths: list[str] | None = None) -> tuple[Environment, list[str]]:
@@ -14,18 +14,25 @@ def probe_environment(site_paths: list[str] | None = None) -> tuple[Environment,
     ``site_paths`` replaces ``sys.path`` as the place to look for installed packages (another
     virtual environment's site-packages, say).
     """
+    nvcc = system.start_nvcc_probe()  # a child process: runs while the rest is read
     installed, torch_build, problems = packages.find_installed(site_paths or sys.path)
     gpu_list, gpu_source = gpus.probe_gpus()
+    where = THIS_MACHINE if not site_paths else f"{THIS_MACHINE} ({', '.join(site_paths)})"
+    origins = {key: THIS_MACHINE for key in ("nvcc", "python", "platform", "os", "libc")}
+    if "torch" in installed and torch_build is not None:
+        origins["torch_build"] = "torch/version.py"
     environment = Environment(
         packages=installed,
         torch_build=torch_build if "torch" in installed else None,
         gpus=gpu_list,
         gpu_source=gpu_source,
-        nvcc=system.nvcc_version(),
+        nvcc=nvcc.result(),
         python=system.python_version(),
         platform=system.platform_family(),
         os=system.os_description(),
         libc=system.libc(),
-        sources=["probe" if not site_paths else "probe of " + ", ".join(site_paths)],
+        sources=[where],
+        target=where,
+        origins=origins,
     )
     return environment, problems

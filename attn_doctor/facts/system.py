@@ -38,16 +38,33 @@ def libc() -> str | None:
         return None
 
 
-def nvcc_version() -> str | None:
-    """The CUDA toolkit version from ``nvcc --version``; None when there is no nvcc."""
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        return None
-    try:
-        out = subprocess.run(
-            [nvcc, "--version"], capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False
-        ).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    match = re.search(r"release (\d+\.\d+)", out)
-    return match.group(1) if match else None
+class NvccProbe:
+    """``nvcc --version`` started at once and read later, so its 10-20 ms overlap other work."""
+
+    def __init__(self) -> None:
+        nvcc = shutil.which("nvcc")
+        self._child: subprocess.Popen[str] | None = None
+        if nvcc is not None:
+            try:
+                self._child = subprocess.Popen(
+                    [nvcc, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+                )
+            except OSError:
+                self._child = None
+
+    def result(self) -> str | None:
+        """The CUDA toolkit version; None when there is no nvcc (or it fails or hangs)."""
+        if self._child is None:
+            return None
+        try:
+            out, _ = self._child.communicate(timeout=TOOL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._child.kill()
+            self._child.communicate()
+            return None
+        match = re.search(r"release (\d+\.\d+)", out or "")
+        return match.group(1) if match else None
+
+
+def start_nvcc_probe() -> NvccProbe:
+    return NvccProbe()

@@ -17,14 +17,13 @@ from attn_doctor.check import (
     EXIT_FINDINGS,
     EXIT_INPUT_ERROR,
     CheckResult,
-    WhatIf,
-    build_environment,
     run_check,
 )
 from attn_doctor.config import Config
 from attn_doctor.engine.loader import RuleSet, database_path, load_rules
 from attn_doctor.engine.matcher import Finding, Verdict
 from attn_doctor.engine.schema import Rule
+from attn_doctor.facts.assemble import EnvironmentInputs, assemble
 from attn_doctor.fixer.candidates import Candidate, candidates, named_versions
 from attn_doctor.fixer.evaluate import Evaluator, with_versions
 from attn_doctor.fixer.search import Outcome, bound, search
@@ -82,9 +81,11 @@ class FixPlan:
         return EXIT_FINDINGS if self.stays else EXIT_CLEAN
 
 
-def run_fix(what_if: WhatIf, config: Config, extra_rules: list[Path], fail_on: str | None) -> FixPlan:
+def run_fix(
+    inputs: EnvironmentInputs, config: Config, extra_rules: list[Path], fail_on: str | None
+) -> FixPlan:
     """`check`'s environment and rules, then the plan. Raises InputError for bad what-if input."""
-    env, fact_problems = build_environment(what_if, config)
+    env, fact_problems = assemble(inputs, config)
     ruleset = load_rules([database_path(), *extra_rules], trust_database=True)
     return plan_fix(run_check(env, ruleset, config, fail_on, fact_problems=fact_problems), ruleset, config)
 

@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from attn_doctor.facts.model import Environment
+from attn_doctor.facts.model import THIS_MACHINE, Environment
 from attn_doctor.isolation import ChildOutput, child_environment, last_line, run_child, signal_name
 from attn_doctor.probes.catalogue import Probe
 from attn_doctor.probes.observation import Observation, ProbeVerdict
@@ -39,7 +39,7 @@ def rerun_command(probe: Probe) -> str:
 
 def skip_reason(probe: Probe, env: Environment) -> str | None:
     """Why ``probe`` cannot say anything about ``env``; None when it can run."""
-    if env.sources != ["probe"]:
+    if env.target != THIS_MACHINE:
         return "the environment was declared, not probed: probes exercise this machine's installation"
     if probe.needs not in env.packages:
         return f"{probe.needs} is not installed"

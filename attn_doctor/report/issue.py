@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attn_doctor import __version__
-from attn_doctor.check import CheckResult, WhatIf
+from attn_doctor.check import CheckResult
 from attn_doctor.engine.matcher import Finding, Verdict
+from attn_doctor.facts.assemble import EnvironmentInputs
 from attn_doctor.facts.model import Environment, Gpu
 from attn_doctor.redact import SECRET_NAME_WORDS, home_dirs, scrub
 from attn_doctor.report.env_vars import Variables, relevant_variables
@@ -32,7 +33,7 @@ class IssueInputs:
     """How the report was asked for: the check's options (to name the command that reruns it)
     and what it includes besides the check."""
 
-    what_if: WhatIf
+    what_if: EnvironmentInputs
     config: Path | None = None
     live_probes: bool = False
     repro_file: Path | None = None
@@ -121,7 +122,7 @@ def _environment(env: Environment) -> Lines:
         ("Python", env.python or "unknown"),
         ("OS", env.os or env.platform or "unknown"),
         ("libc", env.libc or "unknown"),
-        ("features", "undeclared (all possible)" if env.features is None else ", ".join(env.features)),
+        ("features in use", ", ".join(env.features.in_use()) or "none declared or detected"),
     ]
     table = ["| fact | value |", "| --- | --- |", *(f"| {name} | {cell(value)} |" for name, value in facts)]
     packages = ["| package | version | from |", "| --- | --- | --- |"]

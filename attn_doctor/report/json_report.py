@@ -7,7 +7,7 @@ from typing import Any
 
 from attn_doctor import __version__
 from attn_doctor.check import CheckResult
-from attn_doctor.engine.matcher import Finding, Verdict
+from attn_doctor.engine.matcher import Finding, Verdict, pending_features
 
 REPORT_SCHEMA_ID = "attn-doctor/report"
 REPORT_SCHEMA_VERSION = 1
@@ -24,7 +24,11 @@ def _finding_dict(finding: Finding) -> dict[str, Any]:
         "version_verdict": finding.version_verdict.value,
         "probe": finding.probe.to_json() if finding.probe else None,
         "ignored": finding.ignored,
-        "reasons": [{"condition": r.condition, "holds": r.holds, "text": r.text} for r in finding.reasons],
+        "reasons": [
+            {"condition": r.condition, "holds": r.holds, "text": r.text, "evidence": list(r.evidence)}
+            for r in finding.reasons
+        ],
+        "applies_if_used": list(pending_features(finding)),
         "summary": rule.summary,
         "fix": {"summary": rule.fix_summary, "pins": list(rule.fix_pins)},
         "references": list(rule.references),
@@ -43,7 +47,15 @@ def to_json(result: CheckResult) -> str:
         "fail_on": result.fail_on,
         "findings": [{**_finding_dict(f), "failing": f.rule.id in failing} for f in result.findings],
         "problems": result.problems,
-        "summary": {**counts, "failing": len(failing)},
+        "summary": {**counts, "failing": len(failing), "applies_if_used": _applies_if_used(result.findings)},
         "exit_code": result.exit_code,
     }
     return json.dumps(document, indent=2)
+
+
+def _applies_if_used(findings: list[Finding]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for finding in findings:
+        for feature in pending_features(finding):
+            groups.setdefault(feature, []).append(finding.rule.id)
+    return groups

@@ -84,6 +84,19 @@ def _sarif_result(finding: Finding, rule_index: int) -> dict[str, Any]:
         entry["locations"] = [
             {"physicalLocation": {"artifactLocation": {"uri": file}, "region": {"startLine": line}}}
         ]
+    evidence = [place for reason in finding.reasons for place in reason.evidence]
+    if evidence:
+        entry["relatedLocations"] = [_related(index, place) for index, place in enumerate(evidence)]
     if finding.ignored is not None:
         entry["suppressions"] = [{"kind": "external", "justification": finding.ignored}]
     return entry
+
+
+def _related(index: int, place: str) -> dict[str, Any]:
+    """``src/train.py:12``: where the project shows a feature the rule needs."""
+    file, _, line = place.rpartition(":")
+    return {
+        "id": index,
+        "physicalLocation": {"artifactLocation": {"uri": file}, "region": {"startLine": int(line)}},
+        "message": {"text": "the project uses a feature this rule needs here"},
+    }

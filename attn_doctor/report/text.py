@@ -7,7 +7,7 @@ terminal and as plain text otherwise (pipes, NO_COLOR), so rich is only imported
 from __future__ import annotations
 
 from attn_doctor.check import CheckResult
-from attn_doctor.engine.matcher import Finding, Verdict
+from attn_doctor.engine.matcher import Finding, Verdict, pending_features
 from attn_doctor.engine.schema import COMPONENTS
 from attn_doctor.facts.model import Environment
 from attn_doctor.probes.observation import ProbeVerdict
@@ -30,16 +30,21 @@ _AREA_PACKAGES = {
 
 def render_lines(result: CheckResult, verbose: bool = False) -> list[Line]:
     env = result.environment
-    lines: list[Line] = [(f"attn-doctor check ({', '.join(env.sources)})", "bold")]
+    lines: list[Line] = [(f"attn-doctor check (target: {env.target})", "bold")]
     for component in COMPONENTS:
         lines.append(
             _area_line(component, env, [f for f in result.findings if f.rule.component == component])
         )
-    shown = [f for f in result.findings if verbose or f.verdict is not Verdict.NOT_AFFECTED or _probed(f)]
+    shown = [
+        f
+        for f in result.findings
+        if (verbose or f.verdict is not Verdict.NOT_AFFECTED or _probed(f)) and not _conditional(f)
+    ]
     if shown:
         lines.append(("", ""))
     for finding in shown:
         lines.extend(_finding_lines(finding, verbose))
+    lines.extend(_conditional_lines(result.findings, verbose))
     if verbose:
         lines.append(("", ""))
         lines.extend(fact_lines(env))
@@ -53,12 +58,39 @@ def _probed(finding: Finding) -> bool:
     return finding.probe is not None and finding.probe.verdict is not ProbeVerdict.SKIPPED
 
 
+def _conditional(finding: Finding) -> bool:
+    """Unknown only because a feature's use is unknown (and not ignored): grouped, not listed."""
+    return finding.ignored is None and bool(pending_features(finding))
+
+
+def _conditional_lines(findings: list[Finding], verbose: bool) -> list[Line]:
+    """One line per feature (or set of features) whose use is unknown; the rules with ``-v``."""
+    groups: dict[str, list[str]] = {}
+    for finding in findings:
+        if _conditional(finding):
+            groups.setdefault(" and ".join(pending_features(finding)), []).append(finding.rule.id)
+    if not groups:
+        return []
+    lines: list[Line] = [
+        ("", ""),
+        ("Rules that apply only if you use a feature (declare: --feature, [tool.attn-doctor] features):", ""),
+    ]
+    for features, rule_ids in sorted(groups.items()):
+        text = f"  {UNKNOWN} if you use {features}: {_count(len(rule_ids), 'rule')}"
+        lines.append((text + (f": {', '.join(rule_ids)}" if verbose else ""), "dim"))
+    return lines
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def plain(lines: list[Line]) -> str:
     return "\n".join(text for text, _ in lines) + "\n"
 
 
 def _area_line(component: str, env: Environment, findings: list[Finding]) -> Line:
-    active = [f for f in findings if f.ignored is None]
+    active = [f for f in findings if f.ignored is None and not _conditional(f)]
     if any(f.verdict is Verdict.AFFECTED and f.rule.severity == "error" for f in active):
         mark, style = FAIL, "red"
     elif any(f.verdict is not Verdict.NOT_AFFECTED for f in active):
@@ -67,9 +99,10 @@ def _area_line(component: str, env: Environment, findings: list[Finding]) -> Lin
         mark, style = OK, "green"
     affected = sum(f.verdict is Verdict.AFFECTED for f in active)
     unknown = sum(f.verdict is Verdict.UNKNOWN for f in active)
-    counts = f"{len(findings)} rules"
-    if affected or unknown:
-        counts += f": {affected} affected, {unknown} unknown"
+    conditional = sum(_conditional(f) for f in findings)
+    notes = [f"{affected} affected" if affected else "", f"{unknown} unknown" if unknown else ""]
+    notes.append(f"{conditional} if used" if conditional else "")
+    counts = _count(len(findings), "rule") + (f": {', '.join(n for n in notes if n)}" if any(notes) else "")
     return (f"[{mark}] {component:<23} {_area_fact(component, env):<34} {counts}", style)
 
 
@@ -86,7 +119,10 @@ def _area_fact(component: str, env: Environment) -> str:
         torch_cuda = (
             "unknown" if build is None else (build.cuda or ("ROCm " + build.hip if build.hip else "CPU"))
         )
-        return f"torch built for {torch_cuda}, nvcc {env.nvcc or 'none'}"
+        nvcc = env.nvcc or ("none" if "nvcc" in env.origins else "unknown")
+        if "torch" not in env.packages:
+            return f"no torch, nvcc {nvcc}"
+        return f"torch built for {torch_cuda}, nvcc {nvcc}"
     package = env.packages.get(_AREA_PACKAGES[component])
     if package is None:
         return "not installed"
@@ -127,41 +163,51 @@ def _finding_lines(finding: Finding, verbose: bool) -> list[Line]:
 
 
 def fact_lines(env: Environment) -> list[Line]:
-    lines: list[Line] = [("Facts:", "bold")]
+    lines: list[Line] = [(f"Facts (target: {env.target}):", "bold")]
     for name, package in sorted(env.packages.items()):
         lines.append((f"  {name:<24} {package.version or '?':<28} {package.origin}", ""))
-    build = env.torch_build
-    lines.append(
-        (f"  {'torch build':<24} {'unknown' if build is None else f'cuda={build.cuda} hip={build.hip}'}", "")
-    )
+    lines.append(_fact("torch build", torch_build_text(env), env.origins.get("torch_build")))
     for gpu in env.gpus:
         lines.append((f"  {'gpu':<24} {gpu.name} cc={gpu.compute_capability} driver={gpu.driver}", ""))
     lines.append((f"  {'gpu source':<24} {env.gpu_source}", ""))
-    for label, value in (
-        ("nvcc", env.nvcc),
-        ("python", env.python),
-        ("platform", env.platform),
-        ("os", env.os),
-        ("libc", env.libc),
-    ):
-        lines.append((f"  {label:<24} {value or 'unknown'}", ""))
-    features = (
-        "undeclared (all assumed possible)" if env.features is None else ", ".join(env.features) or "none"
-    )
-    lines.append((f"  {'features':<24} {features}", ""))
+    for label in ("nvcc", "python", "platform", "os", "libc"):
+        value = getattr(env, label) or ("none" if label in env.origins else "unknown")
+        lines.append(_fact(label, value, env.origins.get(label)))
+    lines.append(_fact("features declared", env.features.declared or "no", None))
+    for fact in sorted(env.features.facts.values(), key=lambda f: f.name):
+        state = "in use" if fact.in_use else "not in use"
+        lines.append(_fact(f"feature {fact.name}", state, f"{fact.source} {' '.join(fact.evidence)}".strip()))
     return lines
+
+
+def _fact(label: str, value: str, origin: str | None) -> Line:
+    return (f"  {label:<24} {value:<28} {origin or ''}".rstrip(), "")
+
+
+def torch_build_text(env: Environment) -> str:
+    build = env.torch_build
+    if build is None:
+        return "unknown"
+    if build.cuda:
+        return f"CUDA {build.cuda}"
+    return f"ROCm {build.hip}" if build.hip else "CPU"
 
 
 def _summary_line(result: CheckResult) -> Line:
     counts = {
-        verdict: sum(f.verdict is verdict and f.ignored is None for f in result.findings)
+        verdict: sum(
+            f.verdict is verdict and f.ignored is None and not _conditional(f) for f in result.findings
+        )
         for verdict in Verdict
     }
+    conditional = sum(_conditional(f) for f in result.findings)
     ignored = sum(f.ignored is not None for f in result.findings)
     failing = len(result.failing())
     text = (
-        f"{len(result.findings)} rules: {counts[Verdict.AFFECTED]} affected, "
-        f"{counts[Verdict.UNKNOWN]} unknown, {counts[Verdict.NOT_AFFECTED]} not affected"
+        f"{_count(len(result.findings), 'rule')}: {counts[Verdict.AFFECTED]} affected, "
+        f"{counts[Verdict.UNKNOWN]} unknown, "
+        + (f"{conditional} only if you use a feature, " if conditional else "")
+        + f"{counts[Verdict.NOT_AFFECTED]} not affected"
         + (f", {ignored} ignored" if ignored else "")
         + f"; {failing} at or above --fail-on {result.fail_on}"
     )

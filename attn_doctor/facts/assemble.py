@@ -1,0 +1,163 @@
+"""Build the one environment every command matches against, from every input kind.
+
+Precedence, first to last (a later step overrides an earlier one):
+
+1. **The base target.** A declared target is the whole target: ``--env-file`` (facts probed on
+   another machine), then ``--requirements`` files over it (their packages replace the env
+   file's). Without one, the base is **this machine** (or the site-packages of ``--path``).
+   The runner's own packages never mix into a declared target: a package it neither states nor
+   implies is absent from it, as in pip-audit. What a requirements file cannot state (GPUs,
+   driver, CUDA toolkit) is unknown; its platform is Linux and its Python the runner's, and the
+   report says so.
+2. **Pins** (``--pin NAME==VERSION``) replace packages of the base: on their own they mean "this
+   machine, with this version instead"; with a declared target they override the file.
+3. **Target GPUs**: ``--gpu``, else ``[tool.attn-doctor] gpus``, replace the base's GPUs.
+4. **Features**: declared (``--feature``, else pyproject, else the env file) close the list;
+   evidence from the project scan and from ``--source`` adds features in use, with file:line.
+
+Every fact says where it came from: packages their ``origin``, features their source and
+evidence, the rest ``Environment.origins``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from attn_doctor.config import Config
+from attn_doctor.errors import InputError
+from attn_doctor.facts import gpus, system
+from attn_doctor.facts.features import FeatureFact, FeatureSet
+from attn_doctor.facts.model import Environment, Package, torch_build_from_version
+from attn_doctor.facts.probe import probe_environment
+
+
+@dataclass
+class EnvironmentInputs:
+    """What the user said about the target: the options shared by check, explain, fix and report."""
+
+    env_file: Path | None = None
+    site_paths: list[Path] = field(default_factory=list)
+    requirements: list[Path] = field(default_factory=list)
+    pins: list[str] = field(default_factory=list)
+    gpus: list[str] = field(default_factory=list)
+    features: list[str] | None = None
+    project: Path | None = None  # --project; default: the git work tree holding the cwd
+    scan: bool = True  # --no-scan turns the project scan off
+    sources: list[Path] = field(default_factory=list)  # --source: flash-attention checkouts
+
+    @property
+    def declares_target(self) -> bool:
+        return self.env_file is not None or bool(self.requirements)
+
+
+def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, list[str]]:
+    """The environment and one line per problem met on the way (broken installed metadata).
+
+    Raises InputError for a bad input of the user's own (a file, a pin, a GPU, a feature name).
+    """
+    site_paths = [_site_packages(path) for path in inputs.site_paths]
+    problems: list[str] = []
+    if inputs.declares_target:
+        env = _declared_target(inputs)
+    else:
+        env, problems = probe_environment([str(path) for path, _ in site_paths])
+        env.sources += [note for _, note in site_paths if note]
+    if inputs.pins:
+        env = _with_pins(env, inputs.pins)
+    targets = inputs.gpus or config.gpus
+    if targets:
+        source = "--gpu" if inputs.gpus else f"{config.path} [tool.attn-doctor] gpus"
+        env.gpus = [gpus.target_gpu(spec, source) for spec in targets]
+        env.gpu_source = "target"
+    env.features = _features(inputs, config, env.features)
+    return env, problems
+
+
+def _declared_target(inputs: EnvironmentInputs) -> Environment:
+    from attn_doctor.facts import whatif  # packaging's requirement parser: only for declared inputs
+
+    if inputs.env_file is not None:
+        env = whatif.load_environment_file(inputs.env_file)
+    else:
+        env = Environment(
+            python=system.python_version(),
+            platform="linux",
+            gpu_source="unknown",
+            origins={
+                "python": "the runner's Python (the requirements do not state the target's)",
+                "platform": "default target platform (the requirements do not state it)",
+            },
+        )
+    declared: dict[str, Package] = {}
+    for path in inputs.requirements:
+        declared.update(whatif.parse_requirements(path))
+    if inputs.requirements:
+        names = ", ".join(str(path) for path in inputs.requirements)
+        env.sources = [*env.sources, f"--requirements {names}"]
+        env.target = f"{names} ({len(declared)} packages)" if inputs.env_file is None else env.target
+        env = _over(env, declared)
+    return env
+
+
+def _with_pins(env: Environment, pins: list[str]) -> Environment:
+    from attn_doctor.facts import whatif
+
+    pinned: dict[str, Package] = {}
+    for pin in pins:
+        package = whatif.parse_pin(pin)
+        pinned[package.name] = package
+    env = _over(env, pinned)
+    env.sources = [*env.sources, "--pin " + " ".join(pins)]
+    env.target = f"{env.target}, with --pin {' '.join(pins)}"
+    return env
+
+
+def _over(env: Environment, packages: dict[str, Package]) -> Environment:
+    """``packages`` replace those of the same name; a torch with a local label sets the build."""
+    build, origins = env.torch_build, dict(env.origins)
+    if "torch" in packages:
+        build = torch_build_from_version(packages["torch"].version)
+        if build is None:
+            origins.pop("torch_build", None)
+        else:
+            origins["torch_build"] = f"the local label of {packages['torch'].version}"
+    return replace(env, packages={**env.packages, **packages}, torch_build=build, origins=origins)
+
+
+def _features(inputs: EnvironmentInputs, config: Config, base: FeatureSet) -> FeatureSet:
+    if inputs.features is not None:
+        features = FeatureSet.declare(inputs.features, "--feature")
+    elif config.features is not None:
+        features = FeatureSet.declare(config.features, f"{config.path} [tool.attn-doctor] features")
+    else:
+        features = base
+    for checkout in inputs.sources:
+        features.add(FeatureFact("source_build", True, "--source", (str(checkout),)))
+    if inputs.scan and config.scan:
+        from attn_doctor.facts.project_scan import default_cache_dir, project_root, scan_project
+
+        root = inputs.project if inputs.project is not None else project_root(Path.cwd())
+        if not root.is_dir():
+            raise InputError(f"--project {root}", "not a folder")
+        scanned = scan_project(root, tuple(config.exclude), default_cache_dir())
+        for hit in scanned.hits:
+            features.add(FeatureFact(hit.feature, True, f"project scan of {root}", (hit.where,)))
+    return features
+
+
+def _site_packages(path: Path) -> tuple[Path, str]:
+    """``--path``: a site-packages folder, or a virtual environment's root (its site-packages is
+    used, and the report says so). Anything else is an InputError: a typo must not read as
+    "nothing installed"."""
+    source = f"--path {path}"
+    if not path.exists():
+        raise InputError(source, "no such folder")
+    if not path.is_dir():
+        raise InputError(source, "not a folder (give a site-packages folder or a virtual environment)")
+    if (path / "pyvenv.cfg").is_file() or (path / "conda-meta").is_dir():
+        found = sorted(path.glob("lib/python3*/site-packages")) + sorted(path.glob("Lib/site-packages"))
+        if not found:
+            raise InputError(source, "a virtual environment without lib/python3*/site-packages")
+        return found[-1], f"the site-packages of the environment {path}"
+    return path, ""

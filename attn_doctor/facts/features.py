@@ -1,0 +1,102 @@
+"""Features in use: what the user's code does with the stack, each a fact with a source.
+
+A feature is **in use** (declared by the user, or detected in the project with file:line
+evidence), **not in use** (the user declared a list that leaves it out; or, for the features
+whose evidence cannot hide, none was found), or **unknown**. A rule that needs an unknown feature
+is "unknown" ("applies if you use flex_attention"), never "affected": an undeclared feature is not
+assumed to be in use.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from attn_doctor.errors import InputError
+
+FEATURES: tuple[str, ...] = (
+    "flash_attention_2",
+    "flash_attention_3",
+    "flex_attention",
+    "sdpa",
+    "xformers",
+    "torch_compile",
+    "packed_sequences",
+    "sliding_window",
+    "softcap",
+    "alibi",
+    "attention_mask_4d",
+    "generate",
+    "rotary_embedding",
+    "source_build",
+    "backward",
+    "dropout",
+    "fp8",
+    "head_dim_256",
+    "varlen",
+)
+
+# Features whose evidence is a thing on disk that a scan cannot miss (a flash-attention source
+# tree, or --source): without it they are not in use, rather than unknown.
+EVIDENT_FEATURES = {"source_build": "no flash-attention source tree in the project and no --source"}
+
+
+@dataclass(frozen=True)
+class FeatureFact:
+    name: str
+    in_use: bool
+    source: str  # "--feature", "pyproject.toml [tool.attn-doctor] features", "project scan", ...
+    evidence: tuple[str, ...] = ()  # file:line where the project shows it, at most a few
+
+
+@dataclass
+class FeatureSet:
+    """The features facts of one environment. ``declared`` closes the world: a feature the user
+    did not list is not in use."""
+
+    facts: dict[str, FeatureFact] = field(default_factory=dict)
+    declared: str | None = None  # where the declared list came from, if there is one
+
+    def state(self, name: str) -> tuple[bool | None, str]:
+        """In use (True), not in use (False) or unknown (None), with the reason in words."""
+        fact = self.facts.get(name)
+        if fact is not None:
+            where = f" ({', '.join(fact.evidence[:2])})" if fact.evidence else ""
+            return fact.in_use, f"{name} {'in use' if fact.in_use else 'not in use'}: {fact.source}{where}"
+        if self.declared is not None:
+            return False, f"{name} not in use: not declared in {self.declared}"
+        if name in EVIDENT_FEATURES:
+            return False, f"{name} not in use: {EVIDENT_FEATURES[name]}"
+        return None, f"applies if you use {name}"
+
+    def evidence(self, name: str) -> tuple[str, ...]:
+        fact = self.facts.get(name)
+        return () if fact is None else fact.evidence
+
+    def in_use(self) -> list[str]:
+        return sorted(name for name, fact in self.facts.items() if fact.in_use)
+
+    def add(self, fact: FeatureFact) -> None:
+        """Evidence adds to a declared list: a feature the project shows is in use, declared or not."""
+        known = self.facts.get(fact.name)
+        if known is None:
+            self.facts[fact.name] = fact
+        elif known.in_use == fact.in_use:
+            evidence = (*known.evidence, *fact.evidence)
+            source = known.source if fact.source == known.source else f"{known.source}; {fact.source}"
+            self.facts[fact.name] = FeatureFact(fact.name, fact.in_use, source, evidence)
+
+    @classmethod
+    def declare(cls, names: list[str], source: str) -> FeatureSet:
+        """The user's own list (``--feature``, pyproject, an env file); a typo is an InputError."""
+        for name in names:
+            check_feature_name(name, source)
+        return cls(facts={name: FeatureFact(name, True, source) for name in names}, declared=source)
+
+
+def check_feature_name(name: object, source: str) -> None:
+    if isinstance(name, str) and name in FEATURES:
+        return
+    guess = difflib.get_close_matches(str(name), FEATURES, n=1, cutoff=0.5)
+    hint = f"did you mean {guess[0]!r}? " if guess else ""
+    raise InputError(source, f"unknown feature {name!r}: {hint}known: {', '.join(FEATURES)}")

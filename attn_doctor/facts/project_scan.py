@@ -1,0 +1,308 @@
+"""Feature evidence from the user's project: which attention paths its code and configs select.
+
+Reads Python files, notebooks and YAML/JSON/TOML configs of the project (the enclosing git work
+tree, or the current folder) and looks for the signals below: ``attn_implementation`` values as
+transformers, TRL, axolotl and LLaMA-Factory spell them, imports and calls of flash_attn, FA3's
+``flash_attn_interface``, flex_attention, SDPA, xformers and fla, torch.compile, packing,
+generate and training. Each hit is evidence ``file:line``.
+
+Bounded: version-control folders, virtual environments, site-packages, node_modules and build
+outputs are skipped, and so are files over MAX_FILE_BYTES; at most MAX_FILES files are read.
+Each file is tested for a few literals (substring search) before any regex runs, and the per-file
+results are cached by (size, mtime) so an unchanged project costs a walk and a stat per file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_FILE_BYTES = 1024 * 1024
+MAX_FILES = 20_000
+EVIDENCE_PER_FEATURE = 3
+SUFFIXES = (".py", ".ipynb", ".yaml", ".yml", ".json", ".toml")
+SKIP_FOLDERS = {
+    "node_modules",
+    "__pycache__",
+    "site-packages",
+    "dist-packages",
+    "build",
+    "dist",
+    "wandb",
+    "mlruns",
+}
+# files that make their folder a flash-attention source tree (a source build of FA2 or FA3)
+SOURCE_TREE_MARKERS = {
+    ("hopper", "flash_fwd_kernel_sm90.h"): ("source_build", "flash_attention_3"),
+    ("flash_attn", "flash_api.cpp"): ("source_build", "flash_attention_2"),
+}
+_TRUE = rb"""\\?["']?\s*[:=]\s*(?:True|true)\b"""
+_VALUE = rb"""\\?["']?\s*[:=]\s*\\?["']?"""
+
+
+@dataclass(frozen=True)
+class Signal:
+    features: tuple[str, ...]
+    literal: bytes  # every match contains it: the cheap test before the regex
+    pattern: re.Pattern[bytes]
+
+
+def _signal(features: str, literal: str, pattern: bytes) -> Signal:
+    return Signal(tuple(features.split()), literal.encode(), re.compile(pattern, re.M))
+
+
+_IMPORT_FLASH_ATTN = rb"^\s*(?:from\s+flash_attn(?:\.[\w.]+)?\s+import\b|import\s+flash_attn\b)"
+_IMPORT_FA3 = rb"^\s*(?:from|import)\s+(?:hopper\.)?(?:flash_attn_interface|flash_attn_3)\b"
+_FLEX = rb"\bflex_attention\s*\(|^\s*from\s+torch\.nn\.attention\.flex_attention\s+import\b"
+_XFORMERS = rb"^\s*(?:from\s+xformers(?:\.\w+)*\s+import\b|import\s+xformers\b)|xformers_memory_efficient"
+_ROTARY = rb"^\s*from\s+(?:fla\.modules(?:\.rotary)?|flash_attn\.layers\.rotary)\s+import\b"
+
+
+def _attn_implementation(feature: str, value: bytes) -> Signal:
+    """transformers / TRL / LLaMA-Factory: ``attn_implementation="..."`` (Python, YAML, JSON, CLI)."""
+    return _signal(feature, "attn_implementation", rb"attn_implementation" + _VALUE + value + rb"\b")
+
+
+def _yaml_switch(feature: str, key: str) -> Signal:
+    """axolotl-style ``key: true`` lines."""
+    return _signal(feature, key, rb"^\s*" + key.encode() + rb"\s*:\s*(?:true|True)\b")
+
+
+SIGNALS: tuple[Signal, ...] = (
+    _attn_implementation("flash_attention_2", rb"(?:paged\|)?flash_attention_2"),
+    _attn_implementation("flash_attention_3", rb"(?:paged\|)?flash_attention_3"),
+    _attn_implementation("flex_attention", rb"flex_attention"),
+    _attn_implementation("sdpa", rb"(?:paged\|)?sdpa"),
+    _signal("flash_attention_2", "use_flash_attention_2", rb"use_flash_attention_2" + _TRUE),
+    _yaml_switch("flash_attention_2", "flash_attention"),
+    _yaml_switch("sdpa", "sdp_attention"),
+    _yaml_switch("xformers", "xformers_attention"),
+    _yaml_switch("flex_attention", "flex_attention"),
+    # LLaMA-Factory: flash_attn: fa2 | sdpa
+    _signal("flash_attention_2", "flash_attn", rb"^\s*flash_attn\s*:\s*[\"']?fa2\b"),
+    _signal("sdpa", "flash_attn", rb"^\s*flash_attn\s*:\s*[\"']?sdpa\b"),
+    # packing and padding-free training (TRL, axolotl, LLaMA-Factory, torchtune, transformers)
+    _signal("packed_sequences", "packing", rb"\b(?:sample_packing|packing|neat_packing)" + _TRUE),
+    _signal("packed_sequences", "padding_free", rb"\bpadding_free" + _TRUE),
+    _yaml_switch("packed_sequences", "packed"),
+    _signal("packed_sequences", "DataCollatorWithFlattening", rb"DataCollatorWithFlattening"),
+    # torch.compile (code, TrainingArguments, torchtune)
+    _signal("torch_compile", "compile", rb"\btorch\.compile\b|^\s*compile\s*:\s*(?:True|true)\b"),
+    _signal("torch_compile", "torch_compile", rb"\btorch_compile" + _TRUE),
+    # library APIs
+    _signal("flash_attention_2", "flash_attn", _IMPORT_FLASH_ATTN),
+    _signal("varlen", "flash_attn_varlen", rb"\bflash_attn_varlen_(?:qkvpacked_|kvpacked_)?func\b"),
+    _signal("flash_attention_3", "flash_attn_", _IMPORT_FA3),
+    _signal("flex_attention", "flex_attention", _FLEX),
+    _signal("flex_attention", "create_block_mask", rb"\bcreate_block_mask\s*\("),
+    _signal("sdpa", "scaled_dot_product_attention", rb"\bscaled_dot_product_attention\s*\("),
+    _signal("sdpa", "sdp", rb"\bsdpa?_kernel\s*\("),
+    _signal("xformers", "xformers", _XFORMERS),
+    _signal("rotary_embedding", "rotary", _ROTARY),
+    # what the attention is asked to do
+    _signal("sliding_window", "window_size", rb"\bwindow_size\s*=\s*\(\s*[1-9]"),
+    _signal("sliding_window", "sliding_window", rb"\bsliding_window" + _VALUE + rb"[1-9]"),
+    _signal("softcap", "softcap", rb"\bsoftcap\s*=\s*[1-9]|attn_logit_softcapping" + _VALUE + rb"[1-9]"),
+    _signal("softcap sliding_window", "emma", rb"[Gg]emma[-_]?2\b|Gemma2"),
+    _signal("sliding_window", "emma", rb"[Gg]emma[-_]?3\b|Gemma3"),
+    _signal("alibi", "alibi_slopes", rb"\balibi_slopes\s*="),
+    _signal("head_dim_256", "head_dim", rb"\bhead_dim" + _VALUE + rb"256\b"),
+    _signal("dropout", "dropout", rb"\b(?:dropout_p|attention_dropout)" + _VALUE + rb"0*\.0*[1-9]"),
+    _signal("fp8", "float8_e4m3", rb"\bfloat8_e4m3fn\b"),
+    # inference and training
+    _signal("generate", "generate", rb"\.generate\s*\(|[\"']text-generation[\"']"),
+    _signal("backward", "backward", rb"\.backward\s*\("),
+    _signal("backward", "Trainer", rb"\b\w*Trainer\s*\("),
+)
+_SIGNATURE = hashlib.sha1(repr([(s.features, s.pattern.pattern) for s in SIGNALS]).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Hit:
+    feature: str
+    where: str  # "src/train.py:12"
+
+
+@dataclass
+class ScanResult:
+    root: Path
+    hits: list[Hit] = field(default_factory=list)
+    files_read: int = 0
+    cached: int = 0
+    truncated: bool = False  # MAX_FILES reached
+
+
+def default_cache_dir() -> Path | None:
+    """``$ATTN_DOCTOR_CACHE/scan``, else the user's cache folder; None turns caching off."""
+    base = os.environ.get("ATTN_DOCTOR_CACHE") or os.environ.get("XDG_CACHE_HOME")
+    if base:
+        return Path(base) / ("scan" if "ATTN_DOCTOR_CACHE" in os.environ else "attn-doctor/scan")
+    home = Path.home() if "HOME" in os.environ or os.name == "nt" else None
+    return None if home is None else home / ".cache" / "attn-doctor" / "scan"
+
+
+def project_root(start: Path) -> Path:
+    """The top of the git work tree holding ``start``, or ``start`` itself."""
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return start
+
+
+def scan_project(root: Path, exclude: tuple[str, ...] = (), cache_dir: Path | None = None) -> ScanResult:
+    """Evidence per feature, at most EVIDENCE_PER_FEATURE each, in walk order."""
+    result = ScanResult(root=root)
+    cache = _Cache(cache_dir, root)
+    found: dict[str, list[str]] = {}
+    for relative, entry in _files(root, exclude):
+        if result.files_read >= MAX_FILES:
+            result.truncated = True
+            break
+        result.files_read += 1
+        hits = cache.get(relative, entry)
+        if hits is None:
+            hits = _scan_file(entry, relative)
+            cache.put(relative, entry, hits)
+        else:
+            result.cached += 1
+        for feature, line in hits:
+            found.setdefault(feature, [])
+            if len(found[feature]) < EVIDENCE_PER_FEATURE:
+                found[feature].append(f"{relative}:{line}")
+    cache.save()
+    result.hits = [Hit(feature, where) for feature, places in found.items() for where in places]
+    return result
+
+
+def _files(root: Path, exclude: tuple[str, ...]) -> list[tuple[str, os.DirEntry[str]]]:
+    """(path relative to root, entry) of the files worth reading, sorted within each folder."""
+    out: list[tuple[str, os.DirEntry[str]]] = []
+    stack = [(str(root), "")]
+    while stack:
+        folder, prefix = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        names = {entry.name for entry in entries}
+        if prefix and ("pyvenv.cfg" in names or "conda-meta" in names):
+            continue  # a virtual environment or conda env inside the project
+        if any(name.endswith(".dist-info") for name in names):
+            continue  # installed packages (a site-packages, an unpacked wheel): not the project's code
+        subfolders = []
+        for entry in entries:
+            relative = prefix + entry.name
+            if _excluded(relative, exclude):
+                continue
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+                is_file = entry.is_file(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                if (
+                    not entry.name.startswith(".")
+                    and entry.name not in SKIP_FOLDERS
+                    and not entry.name.endswith(".egg-info")
+                ):
+                    subfolders.append((entry.path, relative + "/"))
+            elif is_file and (
+                entry.name.endswith(SUFFIXES) or (Path(prefix).name, entry.name) in SOURCE_TREE_MARKERS
+            ):
+                out.append((relative, entry))
+        stack.extend(reversed(subfolders))
+    return out
+
+
+def _worth_entering(name: str) -> bool:
+    return not name.startswith(".") and name not in SKIP_FOLDERS and not name.endswith(".egg-info")
+
+
+def _excluded(relative: str, exclude: tuple[str, ...]) -> bool:
+    return any(relative == pattern.rstrip("/") or Path(relative).match(pattern) for pattern in exclude)
+
+
+def _scan_file(entry: os.DirEntry[str], relative: str) -> list[tuple[str, int]]:
+    folder_and_name = (Path(relative).parent.name, entry.name)
+    if folder_and_name in SOURCE_TREE_MARKERS:
+        return [(feature, 1) for feature in SOURCE_TREE_MARKERS[folder_and_name]]
+    try:
+        if entry.stat().st_size > MAX_FILE_BYTES:
+            return []
+        with open(entry.path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return []
+    hits: list[tuple[str, int]] = []
+    present: dict[bytes, bool] = {}
+    for signal in SIGNALS:
+        if signal.literal not in present:
+            present[signal.literal] = signal.literal in data
+        if not present[signal.literal]:
+            continue
+        match = signal.pattern.search(data)
+        if match is not None:
+            line = data.count(b"\n", 0, match.start()) + 1
+            hits.extend((feature, line) for feature in signal.features)
+    return hits
+
+
+class _Cache:
+    """Per-file hits by (size, mtime_ns), in one JSON file per project root; best effort."""
+
+    def __init__(self, folder: Path | None, root: Path) -> None:
+        key = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
+        self.path = None if folder is None else folder / f"{key}.json"
+        self.entries: dict[str, list[object]] = {}
+        self.dirty = False
+        if self.path is not None:
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+                if data.get("signature") == _SIGNATURE:
+                    self.entries = data["files"]
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+                self.entries = {}
+        self.seen: set[str] = set()
+
+    def get(self, relative: str, entry: os.DirEntry[str]) -> list[tuple[str, int]] | None:
+        self.seen.add(relative)
+        known = self.entries.get(relative)
+        if self.path is None or not isinstance(known, list) or len(known) != 3:
+            return None
+        try:
+            stat = entry.stat()
+        except OSError:
+            return None
+        if known[0] != stat.st_size or known[1] != stat.st_mtime_ns or not isinstance(known[2], list):
+            return None
+        return [(str(feature), int(line)) for feature, line in known[2]]
+
+    def put(self, relative: str, entry: os.DirEntry[str], hits: list[tuple[str, int]]) -> None:
+        if self.path is None:
+            return
+        try:
+            stat = entry.stat()
+        except OSError:
+            return
+        self.entries[relative] = [stat.st_size, stat.st_mtime_ns, [list(hit) for hit in hits]]
+        self.dirty = True
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        stale = set(self.entries) - self.seen
+        if not self.dirty and not stale:
+            return
+        files = {name: value for name, value in self.entries.items() if name in self.seen}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_text(json.dumps({"signature": _SIGNATURE, "files": files}), encoding="utf-8")
+            temporary.replace(self.path)
+        except OSError:
+            pass  # a read-only home or a full disk: the next run scans again

@@ -175,13 +175,13 @@ def check(
 ) -> None:
     """Check this machine (or a target) against the rules database of known-bad combinations."""
     from attn_doctor import check as checking
-    from attn_doctor.config import FAIL_ON_LEVELS, find_pyproject, load_config
+    from attn_doctor.config import FAIL_ON_LEVELS, project_config
     from attn_doctor.engine.loader import database_path, load_rules
     from attn_doctor.facts.assemble import EnvironmentInputs, assemble
 
     _require_choice("--format", output_format, FORMATS)
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
-    project = load_config(config if config is not None else find_pyproject(Path.cwd()))
+    project = project_config(config, project_path)
     inputs = EnvironmentInputs(
         env_file, path, requirements, pin, gpu, feature, project_path, not no_scan, source
     )
@@ -365,7 +365,7 @@ def report(
 ) -> None:
     """Markdown for a GitHub issue: facts, findings, commands to reproduce; secrets left out."""
     from attn_doctor import check as checking
-    from attn_doctor.config import find_pyproject, load_config
+    from attn_doctor.config import project_config
     from attn_doctor.engine.loader import load_rules
     from attn_doctor.facts.assemble import EnvironmentInputs, assemble
     from attn_doctor.report.issue import IssueInputs, render
@@ -374,7 +374,7 @@ def report(
     what_if = EnvironmentInputs(env_file, path, requirements, pin, gpu, feature, project_path, not no_scan)
     repro_results = [] if repro_json is None else load_repro_results(repro_json)
     inputs = IssueInputs(what_if, config, live_probes, repro_json, repro_results)
-    project = load_config(config if config is not None else find_pyproject(Path.cwd()))
+    project = project_config(config, project_path)
     env, fact_problems = assemble(what_if, project)
     result = checking.checkup(
         env, fact_problems, load_rules(), project, live=live_probes, probe_timeout_s=probe_timeout
@@ -415,14 +415,14 @@ def fix(
     ] = None,
 ) -> None:
     """The fewest version changes that clear the failing findings, as a pip command. Installs nothing."""
-    from attn_doctor.config import FAIL_ON_LEVELS, find_pyproject, load_config
+    from attn_doctor.config import FAIL_ON_LEVELS, project_config
     from attn_doctor.facts.assemble import EnvironmentInputs
     from attn_doctor.fixer.plan import run_fix
     from attn_doctor.report import fix_report
 
     _require_choice("--format", output_format, ("text", "json"))
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
-    project = load_config(config if config is not None else find_pyproject(Path.cwd()))
+    project = project_config(config, project_path)
     inputs = EnvironmentInputs(env_file, path, requirements, pin, gpu, feature, project_path, not no_scan)
     plan = run_fix(inputs, project, rules, fail_on)
     if output is not None:
@@ -453,13 +453,14 @@ def explain(
 
     Exit codes: 0 a known cause found, 1 none, 2 input error, 3 internal error.
     """
+    from attn_doctor.config import project_config
     from attn_doctor.explain import explain as run_explain
     from attn_doctor.facts.assemble import EnvironmentInputs
     from attn_doctor.report import explain_report
 
     _require_choice("--format", output_format, ("rich", "json"))
     inputs = EnvironmentInputs(env_file, path, requirements, pin, gpu, feature, project_path, not no_scan)
-    result = run_explain(log, inputs, config, rules)
+    result = run_explain(log, inputs, project_config(config, project_path), rules)
     render = explain_report.to_json if output_format == "json" else explain_report.to_text
     sys.stdout.write(render(result))
     for problem in result.problems:

@@ -35,6 +35,11 @@ def find_pyproject(start: Path) -> Path | None:
     return None
 
 
+def project_config(config: Path | None, project: Path | None) -> Config:
+    """``--config``, else the pyproject.toml nearest to ``--project`` (or the current folder)."""
+    return load_config(config if config is not None else find_pyproject(project or Path.cwd()))
+
+
 def load_config(path: Path | None) -> Config:
     if path is None:
         return Config()

@@ -114,7 +114,7 @@ def test_one_finding(site, no_gpu):
 @pytest.mark.parametrize("given_as", ["--pin", "--requirements", "--env-file"])
 def test_several_findings_from_each_what_if_input(site, no_gpu, tmp_path, given_as):
     if given_as == "--pin":
-        inputs = pins(*SEED)
+        inputs = ["--path", site.path, *pins(*SEED)]
     elif given_as == "--requirements":
         (tmp_path / "requirements.txt").write_text("\n".join(SEED) + "\n")
         inputs = ["-r", tmp_path / "requirements.txt"]
@@ -123,7 +123,7 @@ def test_several_findings_from_each_what_if_input(site, no_gpu, tmp_path, given_
         site.install("flash_attn", "2.3.6")
         (tmp_path / "env.json").write_text(cli("probe", "--json", "--path", site.path).stdout)
         inputs = ["--env-file", tmp_path / "env.json"]
-    result, plan = fix_json("--path", site.path, "--gpu", "sm_90", *SEED_FEATURES, *inputs)
+    result, plan = fix_json("--gpu", "sm_90", *SEED_FEATURES, *inputs)
     assert set(plan["failing_before"]) == SEED_ERRORS and plan["failing_after"] == []
     assert plan["pip_command"] == "pip install 'flash-attn==2.6.0.post1' 'transformers==4.44.1'"
     assert result.exit_code == 0
@@ -276,7 +276,7 @@ def test_bad_input_is_one_line_exit_2(site, args, needle):
 def test_malformed_requirements_file_is_one_line_exit_2(site, tmp_path):
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("transformers==4.44.0\nflash-attn ==>> 2.3.6\n")
-    result = cli("fix", "--path", site.path, "-r", requirements)
+    result = cli("fix", "-r", requirements)
     assert result.exit_code == 2
     assert result.stderr.startswith(f"attn-doctor: error: {requirements}:2: not a requirement")
     assert len(result.stderr.splitlines()) == 1

@@ -74,7 +74,7 @@ def test_sarif_matches_the_sarif_2_1_0_schema(site, tmp_path):
     )
     document = json.loads(
         cli(
-            *("check", "--path", site.path, "--format", "sarif", "-r", requirements, "--gpu", "H100"),
+            *("check", "--format", "sarif", "-r", requirements, "--gpu", "H100"),
             *("--project", tmp_path),
         ).stdout
     )

@@ -106,7 +106,9 @@ def test_findings_fix_reference_and_commands():
     assert "fixed by: `transformers>=4.44.1`" in text
     assert "| GPU 0 | sm_90 (sm_90, compute capability 9.0) |" in text
     commands = re.search(r"```bash\n(.*?)```", text, re.S)[1].splitlines()
-    assert commands[0] == "attn-doctor check --pin transformers==4.44.0 --gpu sm_90 --feature flash_attention_2"
+    assert (
+        commands[0] == "attn-doctor check --pin transformers==4.44.0 --gpu sm_90 --feature flash_attention_2"
+    )
     assert "attn-doctor repro gemma2-fa2-cu-seqlens" in commands
 
     rerun = json.loads(cli(*shlex.split(commands[0])[1:], "--format", "json").stdout)

@@ -10,7 +10,9 @@ from support import cli, write_rule
 
 
 def verdict(rules_dir, site, *args: str) -> dict:
-    result = cli("check", "--format", "json", "--path", site.path, "--rules", rules_dir, *args)
+    """``site`` None: no --path (a declared target, -r or --env-file, reads no installed packages)."""
+    installed = () if site is None else ("--path", site.path)
+    result = cli("check", "--format", "json", *installed, "--rules", rules_dir, *args)
     assert result.exit_code in (0, 1), result.stderr
     return {f["id"]: f for f in json.loads(result.stdout)["findings"]}
 
@@ -151,7 +153,7 @@ def test_unpinned_requirement_is_unknown(tmp_path, site):
     write_rule(tmp_path / "rules", "test-tf", 'packages = { transformers = "<4.45" }')
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("transformers>=4.40\n")
-    finding = verdict(tmp_path / "rules", site, "-r", requirements)["test-tf"]
+    finding = verdict(tmp_path / "rules", None, "-r", requirements)["test-tf"]
     assert finding["verdict"] == "unknown"
     assert "requirements.txt:1" in finding["reasons"][0]["text"]
 

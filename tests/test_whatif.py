@@ -41,7 +41,9 @@ def test_requirements_forms(tmp_path: Path):
 def test_pip_freeze_output_drives_the_check(tmp_path: Path, site):
     freeze = tmp_path / "freeze.txt"
     freeze.write_text("torch==2.6.0\ntransformers==4.44.0\nflash-attn==2.6.3\n")
-    report = json.loads(cli("check", "--format", "json", "-r", freeze, "--feature", "flash_attention_2").stdout)
+    report = json.loads(
+        cli("check", "--format", "json", "-r", freeze, "--feature", "flash_attention_2").stdout
+    )
     assert report["environment"]["packages"]["transformers"]["origin"].endswith("freeze.txt:2")
     assert {f["id"]: f["verdict"] for f in report["findings"]}["gemma2-fa2-cu-seqlens"] == "affected"
 

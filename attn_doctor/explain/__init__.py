@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from attn_doctor.config import find_pyproject, load_config
+from attn_doctor.config import Config
 from attn_doctor.engine.loader import database_path, load_rules
 from attn_doctor.engine.matcher import match
 from attn_doctor.explain.rank import Cause, rank
@@ -52,13 +52,10 @@ class Explanation:
         return EXIT_CAUSE_FOUND if self.causes else EXIT_NO_CAUSE
 
 
-def explain(
-    source: str, inputs: EnvironmentInputs, config_path: Path | None, extra_rules: list[Path]
-) -> Explanation:
+def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules: list[Path]) -> Explanation:
     """Read the log ``source`` (a file, or ``-`` for stdin) and rank the rules it shows symptoms of."""
     ruleset = load_rules([database_path(), *extra_rules])
     symptoms = compile_symptoms(ruleset.rules)
-    config = load_config(config_path if config_path is not None else find_pyproject(Path.cwd()))
     with open_log(source) as stream:
         env, fact_problems = assemble(inputs, config)
         reader = LogReader(stream, source)

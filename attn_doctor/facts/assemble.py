@@ -56,6 +56,8 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
 
     Raises InputError for a bad input of the user's own (a file, a pin, a GPU, a feature name).
     """
+    if inputs.declares_target and inputs.site_paths:
+        raise InputError("--path", "reads installed packages; a declared target (-r, --env-file) has none")
     site_paths = [_site_packages(path) for path in inputs.site_paths]
     problems: list[str] = []
     if inputs.declares_target:

@@ -59,7 +59,7 @@ _IMPORT_FLASH_ATTN = rb"^\s*(?:from\s+flash_attn(?:\.[\w.]+)?\s+import\b|import\
 _IMPORT_FA3 = rb"^\s*(?:from|import)\s+(?:hopper\.)?(?:flash_attn_interface|flash_attn_3)\b"
 _FLEX = rb"\bflex_attention\s*\(|^\s*from\s+torch\.nn\.attention\.flex_attention\s+import\b"
 _XFORMERS = rb"^\s*(?:from\s+xformers(?:\.\w+)*\s+import\b|import\s+xformers\b)|xformers_memory_efficient"
-_ROTARY = rb"^\s*from\s+(?:fla\.modules(?:\.rotary)?|flash_attn\.layers\.rotary)\s+import\b"
+_FLA_ROTARY = rb"^\s*from\s+fla\.modules(?:\.rotary)?\s+import\b[^\n]*\bRotaryEmbedding\b"
 
 
 def _attn_implementation(feature: str, value: bytes) -> Signal:
@@ -82,8 +82,9 @@ SIGNALS: tuple[Signal, ...] = (
     _yaml_switch("sdpa", "sdp_attention"),
     _yaml_switch("xformers", "xformers_attention"),
     _yaml_switch("flex_attention", "flex_attention"),
-    # LLaMA-Factory: flash_attn: fa2 | sdpa
+    # LLaMA-Factory: flash_attn: fa2 | fa3 | sdpa
     _signal("flash_attention_2", "flash_attn", rb"^\s*flash_attn\s*:\s*[\"']?fa2\b"),
+    _signal("flash_attention_3", "flash_attn", rb"^\s*flash_attn\s*:\s*[\"']?fa3\b"),
     _signal("sdpa", "flash_attn", rb"^\s*flash_attn\s*:\s*[\"']?sdpa\b"),
     # packing and padding-free training (TRL, axolotl, LLaMA-Factory, torchtune, transformers)
     _signal("packed_sequences", "packing", rb"\b(?:sample_packing|packing|neat_packing)" + _TRUE),
@@ -93,6 +94,8 @@ SIGNALS: tuple[Signal, ...] = (
     # torch.compile (code, TrainingArguments, torchtune)
     _signal("torch_compile", "compile", rb"\btorch\.compile\b|^\s*compile\s*:\s*(?:True|true)\b"),
     _signal("torch_compile", "torch_compile", rb"\btorch_compile" + _TRUE),
+    # TrainingArguments / axolotl: setting a compile backend or mode turns torch_compile on
+    _signal("torch_compile", "torch_compile_", rb"\btorch_compile_(?:backend|mode)" + _VALUE + rb"\w"),
     # library APIs
     _signal("flash_attention_2", "flash_attn", _IMPORT_FLASH_ATTN),
     _signal("varlen", "flash_attn_varlen", rb"\bflash_attn_varlen_(?:qkvpacked_|kvpacked_)?func\b"),
@@ -102,7 +105,10 @@ SIGNALS: tuple[Signal, ...] = (
     _signal("sdpa", "scaled_dot_product_attention", rb"\bscaled_dot_product_attention\s*\("),
     _signal("sdpa", "sdp", rb"\bsdpa?_kernel\s*\("),
     _signal("xformers", "xformers", _XFORMERS),
-    _signal("rotary_embedding", "rotary", _ROTARY),
+    _signal("rotary_embedding", "RotaryEmbedding", _FLA_ROTARY),
+    _signal(
+        "rotary_embedding", "flash_attn.layers.rotary", rb"^\s*from\s+flash_attn\.layers\.rotary\s+import\b"
+    ),
     # what the attention is asked to do
     _signal("sliding_window", "window_size", rb"\bwindow_size\s*=\s*\(\s*[1-9]"),
     _signal("sliding_window", "sliding_window", rb"\bsliding_window" + _VALUE + rb"[1-9]"),

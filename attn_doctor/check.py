@@ -13,7 +13,7 @@ from pathlib import Path
 from attn_doctor.config import Config
 from attn_doctor.engine.loader import RuleSet
 from attn_doctor.engine.matcher import Finding, Verdict, match, with_probe
-from attn_doctor.engine.schema import SEVERITIES
+from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.facts.model import Environment
 from attn_doctor.probes.observation import Observation
 

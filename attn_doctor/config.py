@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from attn_doctor._compat import tomllib
-from attn_doctor.engine.schema import SEVERITIES
+from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.errors import InputError
 from attn_doctor.facts.features import check_feature_name
 

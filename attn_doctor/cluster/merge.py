@@ -9,7 +9,8 @@ from attn_doctor.cluster.member import Member
 from attn_doctor.config import Config
 from attn_doctor.engine.loader import RuleSet
 from attn_doctor.engine.matcher import Finding, Verdict
-from attn_doctor.engine.schema import SEVERITIES, Rule
+from attn_doctor.engine.schema import Rule
+from attn_doctor.engine.severity import SEVERITIES
 
 
 @dataclass(frozen=True)

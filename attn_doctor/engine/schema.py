@@ -12,10 +12,10 @@ from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.facts.features import FEATURES
 from attn_doctor.facts.names import rule_name
 
-SEVERITIES = ("error", "warning", "info")
 COMPONENTS = (
     "torch",
     "cuda",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attn_doctor.engine.matcher import Finding, Verdict
-from attn_doctor.engine.schema import SEVERITIES
+from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.explain.scan import Hits, Occurrence
 from attn_doctor.explain.symptoms import Symptom
 

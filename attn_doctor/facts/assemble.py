@@ -21,6 +21,7 @@ evidence, the rest ``Environment.origins``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -59,6 +60,7 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
     if inputs.declares_target and inputs.site_paths:
         raise InputError("--path", "reads installed packages; a declared target (-r, --env-file) has none")
     site_paths = [_site_packages(path) for path in inputs.site_paths]
+    scan = _start_scan(inputs, config)  # a child process: runs while the rest is read
     problems: list[str] = []
     if inputs.declares_target:
         env = _declared_target(inputs)
@@ -72,7 +74,7 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
         source = "--gpu" if inputs.gpus else f"{config.path} [tool.attn-doctor] gpus"
         env.gpus = [gpus.target_gpu(spec, source) for spec in targets]
         env.gpu_source = "target"
-    env.features = _features(inputs, config, env.features)
+    env.features = _features(inputs, config, env.features, scan)
     return env, problems
 
 
@@ -127,7 +129,9 @@ def _over(env: Environment, packages: dict[str, Package]) -> Environment:
     return replace(env, packages={**env.packages, **packages}, torch_build=build, origins=origins)
 
 
-def _features(inputs: EnvironmentInputs, config: Config, base: FeatureSet) -> FeatureSet:
+def _features(
+    inputs: EnvironmentInputs, config: Config, base: FeatureSet, scan: Callable[[], list[FeatureFact]] | None
+) -> FeatureSet:
     if inputs.features is not None:
         features = FeatureSet.declare(inputs.features, "--feature")
     elif config.features is not None:
@@ -136,16 +140,27 @@ def _features(inputs: EnvironmentInputs, config: Config, base: FeatureSet) -> Fe
         features = base
     for checkout in inputs.sources:
         features.add(FeatureFact("source_build", True, "--source", (str(checkout),)))
-    if inputs.scan and config.scan:
-        from attn_doctor.facts.project_scan import default_cache_dir, project_root, scan_project
-
-        root = inputs.project if inputs.project is not None else project_root(Path.cwd())
-        if not root.is_dir():
-            raise InputError(f"--project {root}", "not a folder")
-        scanned = scan_project(root, tuple(config.exclude), default_cache_dir())
-        for hit in scanned.hits:
-            features.add(FeatureFact(hit.feature, True, f"project scan of {root}", (hit.where,)))
+    if scan is not None:
+        features.add_later(scan)
     return features
+
+
+def _start_scan(inputs: EnvironmentInputs, config: Config) -> Callable[[], list[FeatureFact]] | None:
+    """The project scan, started now; its facts are added when the features are first read."""
+    if not (inputs.scan and config.scan):
+        return None
+    from attn_doctor.facts.project_scan import default_cache_dir, project_root, start_scan
+
+    root = inputs.project if inputs.project is not None else project_root(Path.cwd())
+    if not root.is_dir():
+        raise InputError(f"--project {root}", "not a folder")
+    wait = start_scan(root, tuple(config.exclude), default_cache_dir())
+
+    def facts() -> list[FeatureFact]:
+        source = f"project scan of {root}"
+        return [FeatureFact(hit.feature, True, source, (hit.where,)) for hit in wait().hits]
+
+    return facts
 
 
 def _site_packages(path: Path) -> tuple[Path, str]:

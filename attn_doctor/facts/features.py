@@ -9,8 +9,8 @@ assumed to be in use.
 
 from __future__ import annotations
 
-import difflib
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from attn_doctor.errors import InputError
 
@@ -49,13 +49,32 @@ class FeatureFact:
     evidence: tuple[str, ...] = ()  # file:line where the project shows it, at most a few
 
 
-@dataclass
 class FeatureSet:
-    """The features facts of one environment. ``declared`` closes the world: a feature the user
-    did not list is not in use."""
+    """The feature facts of one environment. ``declared`` closes the world: a feature the user
+    did not list is not in use. ``pending`` yields facts still being gathered (the project scan
+    runs in a child process while the rest is read); they are added on first use."""
 
-    facts: dict[str, FeatureFact] = field(default_factory=dict)
-    declared: str | None = None  # where the declared list came from, if there is one
+    def __init__(
+        self,
+        facts: dict[str, FeatureFact] | None = None,
+        declared: str | None = None,
+        pending: Callable[[], list[FeatureFact]] | None = None,
+    ) -> None:
+        self._facts = dict(facts or {})
+        self.declared = declared  # where the declared list came from, if there is one
+        self._pending = pending
+
+    @property
+    def facts(self) -> dict[str, FeatureFact]:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            for fact in pending():
+                self.add(fact)
+        return self._facts
+
+    def add_later(self, pending: Callable[[], list[FeatureFact]]) -> None:
+        earlier = self._pending
+        self._pending = pending if earlier is None else (lambda: [*earlier(), *pending()])
 
     def state(self, name: str) -> tuple[bool | None, str]:
         """In use (True), not in use (False) or unknown (None), with the reason in words."""
@@ -78,13 +97,13 @@ class FeatureSet:
 
     def add(self, fact: FeatureFact) -> None:
         """Evidence adds to a declared list: a feature the project shows is in use, declared or not."""
-        known = self.facts.get(fact.name)
+        known = self._facts.get(fact.name)
         if known is None:
-            self.facts[fact.name] = fact
+            self._facts[fact.name] = fact
         elif known.in_use == fact.in_use:
             evidence = (*known.evidence, *fact.evidence)
             source = known.source if fact.source == known.source else f"{known.source}; {fact.source}"
-            self.facts[fact.name] = FeatureFact(fact.name, fact.in_use, source, evidence)
+            self._facts[fact.name] = FeatureFact(fact.name, fact.in_use, source, evidence)
 
     @classmethod
     def declare(cls, names: list[str], source: str) -> FeatureSet:
@@ -97,6 +116,8 @@ class FeatureSet:
 def check_feature_name(name: object, source: str) -> None:
     if isinstance(name, str) and name in FEATURES:
         return
+    import difflib  # only for the error message
+
     guess = difflib.get_close_matches(str(name), FEATURES, n=1, cutoff=0.5)
     hint = f"did you mean {guess[0]!r}? " if guess else ""
     raise InputError(source, f"unknown feature {name!r}: {hint}known: {', '.join(FEATURES)}")

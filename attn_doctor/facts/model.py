@@ -82,7 +82,7 @@ class Environment:
         return replace(self, packages=packages, torch_build=torch_build, sources=[*self.sources, source])
 
     def to_json_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(replace(self, features=FeatureSet()))
         data["features"] = {
             "declared": self.features.declared,
             "facts": [asdict(fact) for fact in self.features.facts.values()],

@@ -14,10 +14,11 @@ results are cached by (size, mtime) so an unchanged project costs a walk and a s
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,11 +49,20 @@ _VALUE = rb"""\\?["']?\s*[:=]\s*\\?["']?"""
 class Signal:
     features: tuple[str, ...]
     literal: bytes  # every match contains it: the cheap test before the regex
-    pattern: re.Pattern[bytes]
+    pattern: bytes  # compiled on first use: an unchanged project (all cached) compiles none
+
+    def search(self, data: bytes) -> re.Match[bytes] | None:
+        compiled = _COMPILED.get(self.pattern)
+        if compiled is None:
+            compiled = _COMPILED[self.pattern] = re.compile(self.pattern, re.M)
+        return compiled.search(data)
+
+
+_COMPILED: dict[bytes, re.Pattern[bytes]] = {}
 
 
 def _signal(features: str, literal: str, pattern: bytes) -> Signal:
-    return Signal(tuple(features.split()), literal.encode(), re.compile(pattern, re.M))
+    return Signal(tuple(features.split()), literal.encode(), pattern)
 
 
 _IMPORT_FLASH_ATTN = rb"^\s*(?:from\s+flash_attn(?:\.[\w.]+)?\s+import\b|import\s+flash_attn\b)"
@@ -124,7 +134,7 @@ SIGNALS: tuple[Signal, ...] = (
     _signal("backward", "backward", rb"\.backward\s*\("),
     _signal("backward", "Trainer", rb"\b\w*Trainer\s*\("),
 )
-_SIGNATURE = hashlib.sha1(repr([(s.features, s.pattern.pattern) for s in SIGNALS]).encode()).hexdigest()[:12]
+_SIGNATURE = f"{zlib.crc32(repr([(s.features, s.pattern) for s in SIGNALS]).encode()):08x}"
 
 
 @dataclass(frozen=True)
@@ -184,6 +194,54 @@ def scan_project(root: Path, exclude: tuple[str, ...] = (), cache_dir: Path | No
     return result
 
 
+def start_scan(root: Path, exclude: tuple[str, ...], cache_dir: Path | None) -> Callable[[], ScanResult]:
+    """``scan_project`` in a forked child, so it runs on another core while the caller reads the
+    rest of the facts and the rules; call the result to wait for it. Where there is no fork
+    (Windows), the scan runs in this process when the result is asked for."""
+    if not hasattr(os, "fork"):
+        return lambda: scan_project(root, exclude, cache_dir)
+    return _ForkedScan(root, exclude, cache_dir)
+
+
+class _ForkedScan:
+    """A child that scans and writes the result to a pipe as JSON; a failed child means the scan
+    runs again here, so a crash costs time, never facts."""
+
+    def __init__(self, root: Path, exclude: tuple[str, ...], cache_dir: Path | None) -> None:
+        self.root, self.exclude, self.cache_dir = root, exclude, cache_dir
+        self.read_end, write_end = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            code = 1
+            try:
+                os.close(self.read_end)
+                result = scan_project(root, exclude, cache_dir)
+                payload = {"hits": [[h.feature, h.where] for h in result.hits], "files": result.files_read}
+                payload |= {"cached": result.cached, "truncated": result.truncated}
+                with os.fdopen(write_end, "wb") as pipe:
+                    pipe.write(json.dumps(payload).encode())
+                code = 0
+            finally:
+                os._exit(code)  # no atexit handlers, no buffered output of the parent's
+        os.close(write_end)
+
+    def __call__(self) -> ScanResult:
+        with os.fdopen(self.read_end, "rb") as pipe:
+            data = pipe.read()
+        self.read_end = -1
+        _, status = os.waitpid(self.pid, 0)
+        if status != 0:
+            return scan_project(self.root, self.exclude, self.cache_dir)
+        payload = json.loads(data)
+        hits = [Hit(feature, where) for feature, where in payload["hits"]]
+        return ScanResult(self.root, hits, payload["files"], payload["cached"], payload["truncated"])
+
+    def __del__(self) -> None:
+        """Never waited for (the command failed first): close the pipe; the child ends by itself."""
+        if self.read_end >= 0:
+            os.close(self.read_end)
+
+
 def _files(root: Path, exclude: tuple[str, ...]) -> list[tuple[str, os.DirEntry[str]]]:
     """(path relative to root, entry) of the files worth reading, sorted within each folder."""
     out: list[tuple[str, os.DirEntry[str]]] = []
@@ -200,27 +258,22 @@ def _files(root: Path, exclude: tuple[str, ...]) -> list[tuple[str, os.DirEntry[
             continue  # a virtual environment or conda env inside the project
         if any(name.endswith(".dist-info") for name in names):
             continue  # installed packages (a site-packages, an unpacked wheel): not the project's code
+        folder_name = os.path.basename(folder)
         subfolders = []
         for entry in entries:
             relative = prefix + entry.name
-            if _excluded(relative, exclude):
+            if exclude and _excluded(relative, exclude):
                 continue
             try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-                is_file = entry.is_file(follow_symlinks=False)
+                if entry.is_dir(follow_symlinks=False):
+                    if _worth_entering(entry.name):
+                        subfolders.append((entry.path, relative + "/"))
+                elif entry.is_file(follow_symlinks=False) and (
+                    entry.name.endswith(SUFFIXES) or (folder_name, entry.name) in SOURCE_TREE_MARKERS
+                ):
+                    out.append((relative, entry))
             except OSError:
                 continue
-            if is_dir:
-                if (
-                    not entry.name.startswith(".")
-                    and entry.name not in SKIP_FOLDERS
-                    and not entry.name.endswith(".egg-info")
-                ):
-                    subfolders.append((entry.path, relative + "/"))
-            elif is_file and (
-                entry.name.endswith(SUFFIXES) or (Path(prefix).name, entry.name) in SOURCE_TREE_MARKERS
-            ):
-                out.append((relative, entry))
         stack.extend(reversed(subfolders))
     return out
 
@@ -251,7 +304,7 @@ def _scan_file(entry: os.DirEntry[str], relative: str) -> list[tuple[str, int]]:
             present[signal.literal] = signal.literal in data
         if not present[signal.literal]:
             continue
-        match = signal.pattern.search(data)
+        match = signal.search(data)
         if match is not None:
             line = data.count(b"\n", 0, match.start()) + 1
             hits.extend((feature, line) for feature in signal.features)
@@ -262,7 +315,7 @@ class _Cache:
     """Per-file hits by (size, mtime_ns), in one JSON file per project root; best effort."""
 
     def __init__(self, folder: Path | None, root: Path) -> None:
-        key = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
+        key = f"{zlib.crc32(str(root.resolve()).encode()):08x}"
         self.path = None if folder is None else folder / f"{key}.json"
         self.entries: dict[str, list[object]] = {}
         self.dirty = False

@@ -98,7 +98,9 @@ def make_project(root: Path, files: int) -> None:
 
 def wall_time(command: list[str], cwd: Path, env: dict[str, str]) -> float:
     start = time.perf_counter()
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=cwd, env=env)
+    subprocess.run(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=cwd, env=env
+    )
     return time.perf_counter() - start
 
 

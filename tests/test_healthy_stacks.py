@@ -65,3 +65,19 @@ def test_this_machine_is_clean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     result = cli("check", "--fail-on", "info")
     assert result.exit_code == 0, result.stdout
     assert " 0 affected, 0 unknown" in result.stdout and "[!]" not in result.stdout
+
+
+def test_a_rule_without_a_fixed_release_needs_a_feature():
+    """A rule that no version change clears (every package range open-ended, no hardware or
+    toolkit condition) would fire on every healthy install of that package: it must need a
+    feature, so that only code that takes the path (detected or declared) is affected."""
+    from attn_doctor.engine.loader import load_rules
+
+    for rule in load_rules().rules:
+        affects = rule.affects
+        open_ended = all(
+            not any(spec.operator in ("<", "<=", "==", "===", "~=") for spec in specifier)
+            for specifier in affects.packages.values()
+        )
+        if open_ended and not affects.versions and not affects.platform:
+            assert affects.features, rule.id

@@ -27,7 +27,7 @@ def to_text(explanation: Explanation) -> str:
     env = explanation.environment
     lines = [
         f"attn-doctor explain: {_input_name(explanation.source)} ({explanation.bytes_read:,} bytes, "
-        f"{explanation.lines:,} lines; stack: {', '.join(env.sources) or 'probe'})",
+        f"{explanation.lines:,} lines; stack: {env.target})",
         "",
     ]
     for rank, cause in enumerate(explanation.causes, 1):

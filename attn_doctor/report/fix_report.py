@@ -30,7 +30,7 @@ def render(plan: FixPlan, output_format: str, constraints_file: Path | None = No
 def to_text(plan: FixPlan, constraints_file: Path | None = None) -> str:
     before, fail_on = plan.before, plan.before.fail_on
     failing = len(before.failing())
-    lines = [f"attn-doctor fix ({', '.join(before.environment.sources)})"]
+    lines = [f"attn-doctor fix (target: {before.environment.target})"]
     if not failing:
         lines.append(f"Nothing to fix: no finding at or above --fail-on {fail_on}.")
     else:

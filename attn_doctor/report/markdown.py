@@ -11,7 +11,7 @@ def to_markdown(result: CheckResult) -> str:
     out = [
         "## attn-doctor check",
         "",
-        f"Facts from: {', '.join(env.sources)}. Exit code {result.exit_code}.",
+        f"Target: {env.target}. Exit code {result.exit_code}.",
         "",
         *findings_table(result),
     ]

@@ -149,7 +149,7 @@ def _finding_lines(finding: Finding, verbose: bool) -> list[Line]:
         missing = [r.text for r in finding.reasons if r.holds is None]
         lines.append((f"    unknown: {'; '.join(missing)}", "yellow"))
     if finding.verdict is not Verdict.NOT_AFFECTED:
-        lines.append((f"    fix: {rule.fix_summary}", ""))
+        lines.append((f"    fix: {' '.join(rule.fix_summary.split())}", ""))
         if rule.fix_pins:
             lines.append((f"    pins: {' '.join(rule.fix_pins)}", ""))
         lines.append((f"    see: {rule.references[0]}", "cyan"))

@@ -147,6 +147,15 @@ class Environment:
             raise InputError(source, f"malformed environment: {problem}") from None
 
 
+def describe_torch_build(build: TorchBuild | None) -> str:
+    """``CUDA 12.1``, ``ROCm 6.2``, ``CPU`` or ``unknown``."""
+    if build is None:
+        return "unknown"
+    if build.cuda:
+        return f"CUDA {build.cuda}"
+    return f"ROCm {build.hip}" if build.hip else "CPU"
+
+
 def torch_build_from_version(version: str | None) -> TorchBuild | None:
     """Read the build from a local label: ``2.5.1+cu121`` is CUDA 12.1, ``+cpu`` a CPU build.
 

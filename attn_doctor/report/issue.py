@@ -17,7 +17,7 @@ from attn_doctor import __version__
 from attn_doctor.check import CheckResult
 from attn_doctor.engine.matcher import Finding, Verdict
 from attn_doctor.facts.assemble import EnvironmentInputs
-from attn_doctor.facts.model import Environment, Gpu
+from attn_doctor.facts.model import Environment, Gpu, describe_torch_build
 from attn_doctor.redact import SECRET_NAME_WORDS, home_dirs, scrub
 from attn_doctor.report.env_vars import Variables, relevant_variables
 from attn_doctor.report.markdown import cell, findings_table
@@ -115,7 +115,7 @@ def _why(finding: Finding) -> Lines:
 
 def _environment(env: Environment) -> Lines:
     facts = [
-        ("torch build", _torch_build(env)),
+        ("torch build", describe_torch_build(env.torch_build)),
         *((f"GPU {index}", _gpu(gpu)) for index, gpu in enumerate(env.gpus)),
         ("GPUs from", "no GPU found" if env.gpu_source == "none" else env.gpu_source),
         ("nvcc", env.nvcc or "not found"),
@@ -135,20 +135,11 @@ def _environment(env: Environment) -> Lines:
 
 def _environment_summary(env: Environment) -> str:
     parts = [f"{name} {package.version or '(unpinned)'}" for name, package in sorted(env.packages.items())]
-    parts.append(f"torch build {_torch_build(env)}")
+    parts.append(f"torch build {describe_torch_build(env.torch_build)}")
     if env.gpus:
         parts.append(_gpu(env.gpus[0]) + (f" ×{len(env.gpus)}" if len(env.gpus) > 1 else ""))
     parts += [f"Python {env.python or '?'}", env.platform or "platform ?"]
     return " · ".join(parts)
-
-
-def _torch_build(env: Environment) -> str:
-    build = env.torch_build
-    if build is None:
-        return "unknown"
-    if build.cuda:
-        return f"CUDA {build.cuda}"
-    return f"ROCm {build.hip}" if build.hip else "CPU"
 
 
 def _gpu(gpu: Gpu) -> str:

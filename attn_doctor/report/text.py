@@ -9,7 +9,7 @@ from __future__ import annotations
 from attn_doctor.check import CheckResult
 from attn_doctor.engine.matcher import Finding, Verdict, pending_features
 from attn_doctor.engine.schema import COMPONENTS
-from attn_doctor.facts.model import Environment
+from attn_doctor.facts.model import Environment, describe_torch_build
 from attn_doctor.probes.observation import ProbeVerdict
 
 Line = tuple[str, str]  # (text, rich style)
@@ -166,7 +166,7 @@ def fact_lines(env: Environment) -> list[Line]:
     lines: list[Line] = [(f"Facts (target: {env.target}):", "bold")]
     for name, package in sorted(env.packages.items()):
         lines.append((f"  {name:<24} {package.version or '?':<28} {package.origin}", ""))
-    lines.append(_fact("torch build", torch_build_text(env), env.origins.get("torch_build")))
+    lines.append(_fact("torch build", describe_torch_build(env.torch_build), env.origins.get("torch_build")))
     for gpu in env.gpus:
         lines.append((f"  {'gpu':<24} {gpu.name} cc={gpu.compute_capability} driver={gpu.driver}", ""))
     lines.append((f"  {'gpu source':<24} {env.gpu_source}", ""))
@@ -182,15 +182,6 @@ def fact_lines(env: Environment) -> list[Line]:
 
 def _fact(label: str, value: str, origin: str | None) -> Line:
     return (f"  {label:<24} {value:<28} {origin or ''}".rstrip(), "")
-
-
-def torch_build_text(env: Environment) -> str:
-    build = env.torch_build
-    if build is None:
-        return "unknown"
-    if build.cuda:
-        return f"CUDA {build.cuda}"
-    return f"ROCm {build.hip}" if build.hip else "CPU"
 
 
 def _summary_line(result: CheckResult) -> Line:

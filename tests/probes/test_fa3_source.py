@@ -17,7 +17,7 @@ from attn_doctor.probes.observation import Observation, ProbeVerdict
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fa3"
 AFFECTED = FIXTURES / "flash_fwd_kernel_sm90.2a204125.h"
-FIXED = FIXTURES / "flash_fwd_kernel_sm90.95898bad.h"
+FIXED = FIXTURES / "flash_fwd_kernel_sm90.ed53b5fc.h"
 BEFORE = FIXTURES / "flash_fwd_kernel_sm90.7bc3f031.h"
 
 

@@ -27,6 +27,7 @@ class CheckResult:
     fail_on: str
     problems: list[str] = field(default_factory=list)
     fail_on_unknown: bool = False
+    notes: list[str] = field(default_factory=list)  # facts the report must qualify
 
     def failing(self) -> list[Finding]:
         """Findings that fail the run: affected (or unknown, when asked), severe enough, not ignored."""
@@ -73,7 +74,22 @@ def run_check(
         fail_on=fail_on or config.fail_on or "error",
         problems=problems,
         fail_on_unknown=fail_on_unknown,
+        notes=newer_than_snapshot(env),
     )
+
+
+def newer_than_snapshot(env: Environment) -> list[str]:
+    """Releases the snapshot cannot know: rules drawn from release facts can say nothing of them,
+    and the report says so rather than calling them clean."""
+    from attn_doctor.releases.facts import snapshot
+
+    facts = snapshot()
+    newer = f"is newer than the release database (snapshot of {facts.generated})"
+    return [
+        f"{package.name} {package.version} {newer}: checks drawn from release facts cannot judge it"
+        for package in env.packages.values()
+        if package.version and facts.is_newer_than_snapshot(package.distribution, package.version)
+    ]
 
 
 def observe(

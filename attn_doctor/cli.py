@@ -31,6 +31,10 @@ rules_app = typer.Typer(
     rich_markup_mode=None, no_args_is_help=True, help="List, show and validate the rules database."
 )
 app.add_typer(rules_app, name="rules")
+db_app = typer.Typer(
+    rich_markup_mode=None, no_args_is_help=True, help="The release-facts snapshot the checks read."
+)
+app.add_typer(db_app, name="db")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -514,6 +518,20 @@ def rules_validate(
         typer.echo(f"{len(ruleset.problems)} problems; {len(ruleset.rules)} valid rules")
         raise typer.Exit(EXIT_INPUT_ERROR)
     typer.echo(f"ok: {len(ruleset.rules)} rules valid")
+
+
+@db_app.command("info")
+@_one_line_errors
+def db_info(
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+) -> None:
+    """The snapshot's date, packages and release counts, and the command that made it."""
+    from attn_doctor.releases.facts import snapshot
+    from attn_doctor.report import db_info as render
+
+    _require_choice("--format", output_format, ("text", "json"))
+    facts = snapshot()
+    sys.stdout.write(render.to_json(facts) if output_format == "json" else render.to_text(facts))
 
 
 def main() -> None:

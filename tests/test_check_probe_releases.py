@@ -13,6 +13,12 @@ A, A_4D = "gemma2-fa2-cu-seqlens", "transformers-fa2-4d-attention-mask"
 GENERATE = "gemma2-fa2-generate-4d-mask"
 D, E = "transformers-flex-blockmask-no-dim", "transformers-flex-pad-none-key-length"
 AFFECTED, CLEAN, SKIPPED = "affected-by-probe", "not-affected-by-probe", "skipped"
+# the code paths the probes drive, declared in use (a probe shows the library's bug, not the user's use)
+USED = [
+    arg
+    for feature in ("flash_attention_2", "flex_attention", "generate", "attention_mask_4d")
+    for arg in ("--feature", feature)
+]
 
 EXPECTED = {  # release -> (probe verdict per rule, exit code)
     "4.44.0": ({A: AFFECTED, A_4D: AFFECTED, GENERATE: AFFECTED, D: SKIPPED, E: SKIPPED}, 1),
@@ -30,7 +36,7 @@ EXPECTED = {  # release -> (probe verdict per rule, exit code)
 def test_check_probe_on_real_release(release: str) -> None:
     expected, exit_code = EXPECTED[release]
     venv = release_venv(f"transformers=={release}")
-    done = run_doctor(venv, "check", "--probe", "--format", "json")
+    done = run_doctor(venv, "check", "--probe", "--format", "json", *USED)
     assert done.returncode == exit_code, done.stderr
     findings = {finding["id"]: finding for finding in json.loads(done.stdout)["findings"]}
     for rule_id, verdict in expected.items():
@@ -47,8 +53,20 @@ def test_check_probe_on_real_release(release: str) -> None:
 @pytest.mark.releases
 def test_text_report_shows_both_verdicts() -> None:
     venv = release_venv("transformers==4.44.0")
-    done = run_doctor(venv, "check", "--probe", extra_env={"NO_COLOR": "1"})
+    done = run_doctor(venv, "check", "--probe", *USED, extra_env={"NO_COLOR": "1"})
     text = done.stdout
     assert "✗ gemma2-fa2-cu-seqlens [error, affected]" in text
     assert "probe: affected-by-probe: " in text and "cu_seqlens_q=[16]" in text
     assert "versions alone: affected" in text
+
+
+@pytest.mark.releases
+def test_a_probed_bug_needs_the_feature_in_use() -> None:
+    """The 4-D mask bug is in every release's FA2 path; a project that never uses FA2 is not told
+    it is affected, only that the rule applies if it does."""
+    venv = release_venv("transformers==5.23.0")
+    done = run_doctor(venv, "check", "--probe", "--format", "json", "--fail-on", "info")
+    assert done.returncode == 0, done.stderr
+    finding = {f["id"]: f for f in json.loads(done.stdout)["findings"]}[A_4D]
+    assert finding["probe"]["verdict"] == AFFECTED and finding["verdict"] == "unknown"
+    assert finding["applies_if_used"] == ["flash_attention_2", "attention_mask_4d"]

@@ -48,7 +48,8 @@ def pins(*requirements: str) -> list[str]:
 
 def test_seed_versions_the_rules_name(seed_site):
     """The seed's stack: transformers 4.44.1 (gemma2-fa2-*) and flash-attn 2.6.0.post1 (no 2.6.0 was
-    published), the softcap minimum, above the ALiBi one (2.4.0.post1); 2.7.0 is only a warning's."""
+    published), the softcap minimum, above the ALiBi one (2.4.0.post1); 2.7.0.post2 is only a
+    warning's (no 2.7.0 was published)."""
     result = cli("fix", "--path", seed_site.path, "--gpu", "sm_80", *SEED_FEATURES)
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "pip install 'flash-attn==2.6.0.post1' 'transformers==4.44.1'" in result.stdout
@@ -61,7 +62,7 @@ def test_seed_versions_the_rules_name(seed_site):
 def test_seed_fail_on_warning_also_clears_warnings(seed_site):
     args = ("--path", seed_site.path, "--gpu", "sm_80", *SEED_FEATURES, "--feature", "attention_mask_4d")
     result, plan = fix_json(*args, "--fail-on", "warning")
-    assert plan["constraints"] == ["flash-attn==2.7.0", "transformers==4.44.1"]
+    assert plan["constraints"] == ["flash-attn==2.7.0.post2", "transformers==4.44.1"]
     flash_attn = next(c for c in plan["changes"] if c["package"] == "flash-attn")
     assert "flash-attn-torch-compile-graph-break-before-2-7" in flash_attn["clears"]
     stays = {s["id"]: s["kind"] for s in plan["stays"]}
@@ -135,7 +136,7 @@ def test_upgrades_torch_rather_than_downgrade_triton(site, no_gpu):
     site.install("triton", "3.4.0")
     result, plan = fix_json("--path", site.path, "--gpu", "sm_90", "--feature", "torch_compile")
     assert plan["failing_before"] == ["triton-3-4-needs-torch-2-8"]
-    assert plan["constraints"] == ["torch==2.8"]
+    assert plan["constraints"] == ["torch==2.8.0"]  # the release's own spelling, from the snapshot
     assert plan["changes"][0]["build"] == "CUDA 12.6"
     assert result.exit_code == 0
 

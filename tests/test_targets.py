@@ -34,7 +34,9 @@ def test_requirements_target_does_not_mix_in_the_runners_packages(tmp_path, runn
     monkeypatch.syspath_prepend(str(runner_with_triton.path))  # the runner's venv is on sys.path
     document = report("-r", requirements, "--gpu", "A100", "--feature", "torch_compile")
     packages = document["environment"]["packages"]
-    assert set(packages) == {"torch", "flash-attn"}  # no triton 3.9.0 from the runner
+    assert set(packages) == {"torch", "flash-attn", "triton"}
+    assert packages["triton"]["version"] == "3.1.0"  # what torch 2.5.1 pins, not the runner's 3.9.0
+    assert packages["triton"]["origin"].startswith("implied by torch 2.5.1+cu121")
     assert document["environment"]["target"] == f"{requirements} (2 packages)"
     found = verdicts(document)
     assert found["triton-3-4-needs-torch-2-8"] == found["triton-3-2-needs-torch-2-6"] == "not-affected"

@@ -31,6 +31,8 @@ class Reason:
     origin: str | None = None  # where the fact came from, e.g. "requirements.txt:3"
     unknown_features: tuple[str, ...] = ()  # "applies if you use ...": the features not known
     evidence: tuple[str, ...] = ()  # file:line where the project shows the features in use
+    suggestion: str | None = None  # a fix computed for these versions from the release facts
+    suggested_pins: tuple[str, ...] = ()  # its versions, NAME==VERSION, each a real release
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,21 @@ def match(rule: Rule, env: Environment, ignored: str | None = None) -> Finding:
 
 
 def with_probe(finding: Finding, observation: Observation) -> Finding:
-    """A probe that saw the code path decide overrides the versions; a skipped or failed one does not."""
-    decided = {ProbeVerdict.AFFECTED: Verdict.AFFECTED, ProbeVerdict.NOT_AFFECTED: Verdict.NOT_AFFECTED}
-    return replace(finding, verdict=decided.get(observation.verdict, finding.verdict), probe=observation)
+    """A probe that saw the code path decide overrides the versions; a skipped or failed one does not.
+
+    A probe shows what the installed library does, not what the user's code calls: a bug it saw
+    still needs the rule's features in use (unknown use stays unknown, as for the versions)."""
+    verdict = finding.verdict
+    if observation.verdict is ProbeVerdict.NOT_AFFECTED:
+        verdict = Verdict.NOT_AFFECTED
+    elif observation.verdict is ProbeVerdict.AFFECTED:
+        uses = [reason.holds for reason in finding.reasons if reason.condition == "features"]
+        verdict = (
+            {False: Verdict.NOT_AFFECTED, None: Verdict.UNKNOWN}.get(uses[0], Verdict.AFFECTED)
+            if uses
+            else Verdict.AFFECTED
+        )
+    return replace(finding, verdict=verdict, probe=observation)
 
 
 def _verdict_of(reasons: tuple[Reason, ...]) -> Verdict:
@@ -76,6 +90,11 @@ def _conditions(rule: Rule, env: Environment) -> list[Reason]:
         reasons.append(_platform(affects.platform, env))
     if affects.features:
         reasons.append(_features(affects.features, env))
+    decided = any(reason.holds is False for reason in reasons)
+    if affects.release_packages and not decided:  # the snapshot is read only when it can matter
+        from attn_doctor.engine import release_conditions
+
+        reasons += release_conditions.reasons(affects, env)
     return reasons
 
 

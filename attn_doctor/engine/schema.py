@@ -46,7 +46,9 @@ _TOP_KEYS = {
     "affects",
     "fix",
 }
-_AFFECTS_KEYS = {"packages", "platform", "features", *VERSION_CONDITIONS}
+RELEASE_CONDITIONS = ("requirement_unmet", "prebuilt_wheel_missing")
+PREBUILT_WHEEL_PACKAGES = ("flash-attn",)
+_AFFECTS_KEYS = {"packages", "platform", "features", *VERSION_CONDITIONS, *RELEASE_CONDITIONS}
 _FIX_KEYS = {"summary", "pins"}
 
 
@@ -56,6 +58,24 @@ class Affects:
     versions: dict[str, SpecifierSet] = field(default_factory=dict)  # VERSION_CONDITIONS
     platform: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
+    # from the release-facts snapshot (docs/release-facts.md):
+    requirement_unmet: tuple[str, tuple[str, ...]] | None = None  # (package, the packages it requires)
+    prebuilt_wheel_missing: str | None = None  # a package whose release has no wheel for this torch
+
+    @property
+    def release_packages(self) -> tuple[str, ...]:
+        """The packages whose versions the release-facts conditions read."""
+        read = []
+        if self.requirement_unmet is not None:
+            read += [self.requirement_unmet[0], *self.requirement_unmet[1]]
+        if self.prebuilt_wheel_missing is not None:
+            read += [self.prebuilt_wheel_missing, "torch"]
+        return tuple(dict.fromkeys(read))
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """Every package whose version can change the verdict."""
+        return tuple(dict.fromkeys([*self.packages, *self.release_packages]))
 
 
 @dataclass(frozen=True)
@@ -208,7 +228,40 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
                 versions[key] = parsed
     platform = _members(value.get("platform", []), "affects.platform", PLATFORMS, problems)
     features = _members(value.get("features", []), "affects.features", FEATURES, problems)
-    return Affects(packages=packages, versions=versions, platform=platform, features=features)
+    return Affects(
+        packages=packages,
+        versions=versions,
+        platform=platform,
+        features=features,
+        requirement_unmet=_requirement_unmet(value.get("requirement_unmet"), problems),
+        prebuilt_wheel_missing=_prebuilt_wheel(value.get("prebuilt_wheel_missing"), problems),
+    )
+
+
+def _requirement_unmet(value: Any, problems: _Problems) -> tuple[str, tuple[str, ...]] | None:
+    """``{ package = "xformers", on = ["torch"] }``: that release's Requires-Dist on ``on`` is not
+    met by the target's versions."""
+    if value is None:
+        return None
+    where = "affects.requirement_unmet"
+    if (
+        not isinstance(value, dict)
+        or set(value) != {"package", "on"}
+        or not isinstance(value["package"], str)
+    ):
+        problems.add(where, 'must be { package = "NAME", on = ["NAME", ...] }')
+        return None
+    on = _string_list(value["on"], f"{where}.on", problems) or []
+    return rule_name(value["package"]), tuple(rule_name(name) for name in on)
+
+
+def _prebuilt_wheel(value: Any, problems: _Problems) -> str | None:
+    if value is None:
+        return None
+    if value not in PREBUILT_WHEEL_PACKAGES:
+        problems.add("affects.prebuilt_wheel_missing", f"must be one of {', '.join(PREBUILT_WHEEL_PACKAGES)}")
+        return None
+    return str(value)
 
 
 def _specifier(value: Any, where: str, problems: _Problems) -> SpecifierSet | None:

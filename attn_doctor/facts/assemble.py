@@ -12,7 +12,11 @@ Precedence, first to last (a later step overrides an earlier one):
 2. **Pins** (``--pin NAME==VERSION``) replace packages of the base: on their own they mean "this
    machine, with this version instead"; with a declared target they override the file.
 3. **Target GPUs**: ``--gpu``, else ``[tool.attn-doctor] gpus``, replace the base's GPUs.
-4. **Features**: declared (``--feature``, else pyproject, else the env file) close the list;
+4. **Implied facts** (a requirements target only): the packages its stated releases pin and
+   torch's CUDA build, from the release-facts snapshot (facts/implied.py). A probed machine's
+   packages (this machine, an env file) are what is installed: nothing is implied there, and a
+   mismatch with what a release requires is a finding instead.
+5. **Features**: declared (``--feature``, else pyproject, else the env file) close the list;
    evidence from the project scan and from ``--source`` adds features in use, with file:line.
 
 Every fact says where it came from: packages their ``origin``, features their source and
@@ -69,6 +73,11 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
         env.sources += [note for _, note in site_paths if note]
     if inputs.pins:
         env = _with_pins(env, inputs.pins)
+    if inputs.requirements:  # an env file is a probed machine: its packages are what is installed
+        from attn_doctor.facts.implied import complete
+        from attn_doctor.releases.facts import snapshot
+
+        env = complete(env, snapshot())
     targets = inputs.gpus or config.gpus
     if targets:
         source = "--gpu" if inputs.gpus else f"{config.path} [tool.attn-doctor] gpus"
@@ -87,10 +96,12 @@ def _declared_target(inputs: EnvironmentInputs) -> Environment:
         env = Environment(
             python=system.python_version(),
             platform="linux",
+            machine="x86_64",
             gpu_source="unknown",
             origins={
                 "python": "the runner's Python (the requirements do not state the target's)",
                 "platform": "default target platform (the requirements do not state it)",
+                "machine": "default target platform (the requirements do not state it)",
             },
         )
     declared: dict[str, Package] = {}

@@ -65,6 +65,7 @@ class Environment:
     nvcc: str | None = None
     python: str | None = None
     platform: str | None = None  # linux | windows | darwin
+    machine: str | None = None  # x86_64, aarch64, AMD64, arm64 (platform.machine())
     os: str | None = None
     libc: str | None = None
     features: FeatureSet = field(default_factory=FeatureSet)
@@ -99,7 +100,7 @@ class Environment:
             raise InputError(source, f'not an attn-doctor environment (no "schema": "{ENV_SCHEMA_ID}")')
         if data.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
             raise InputError(source, _unsupported_version(data.get("schema_version")))
-        optional = {"target", "origins"} if data["schema_version"] == 1 else set()
+        optional = {"target", "origins", "machine"} if data["schema_version"] == 1 else set()
         missing = [f.name for f in fields(cls) if f.name not in data and f.name not in optional]
         if missing:
             raise InputError(source, f"malformed environment: missing {', '.join(missing)}")
@@ -135,6 +136,7 @@ class Environment:
                 nvcc=_opt_str(data["nvcc"]),
                 python=_opt_str(data["python"]),
                 platform=_opt_str(data["platform"]),
+                machine=_opt_str(data.get("machine")),
                 os=_opt_str(data["os"]),
                 libc=_opt_str(data["libc"]),
                 features=_features(data["features"], source),
@@ -145,6 +147,26 @@ class Environment:
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             problem = f"missing field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
             raise InputError(source, f"malformed environment: {problem}") from None
+
+
+_PLATFORM_MARKERS = {
+    "linux": {"platform_system": "Linux", "sys_platform": "linux", "os_name": "posix"},
+    "windows": {"platform_system": "Windows", "sys_platform": "win32", "os_name": "nt"},
+    "darwin": {"platform_system": "Darwin", "sys_platform": "darwin", "os_name": "posix"},
+}
+
+
+def marker_environment(env: Environment) -> dict[str, str]:
+    """PEP 508 marker values of the target, for reading what its releases require there; facts the
+    target does not state are left out, so a marker that needs them does not apply."""
+    values = dict(_PLATFORM_MARKERS.get(env.platform or "", {}))
+    if env.machine:
+        values["platform_machine"] = env.machine
+    if env.python:
+        values["python_full_version"] = env.python
+        values["python_version"] = ".".join(env.python.split(".")[:2])
+    values |= {"implementation_name": "cpython", "platform_python_implementation": "CPython"}
+    return values
 
 
 def describe_torch_build(build: TorchBuild | None) -> str:

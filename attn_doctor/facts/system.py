@@ -24,6 +24,10 @@ def platform_family() -> str:
     return sys.platform
 
 
+def machine() -> str | None:
+    return platform.machine() or None
+
+
 def os_description() -> str:
     """``Linux 6.8.0-45-generic``: uname only (``platform.platform`` also reads the libc binary)."""
     uname = platform.uname()

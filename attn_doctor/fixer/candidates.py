@@ -10,6 +10,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from attn_doctor.engine.matcher import Finding
 from attn_doctor.engine.schema import Rule
 from attn_doctor.facts.names import rule_name
 
@@ -44,6 +45,19 @@ def named_versions(package: str, rules: Iterable[Rule]) -> dict[Version, str]:
     return spellings
 
 
+def suggested_versions(package: str, findings: Iterable[Finding]) -> dict[Version, str]:
+    """The releases the release facts propose for ``package`` (each a real release in the
+    snapshot: xformers 0.0.30 for torch 2.7.0), from the findings' computed fixes."""
+    found: dict[Version, str] = {}
+    for finding in findings:
+        for reason in finding.reasons:
+            for pin in reason.suggested_pins:
+                name, _, version = pin.partition("==")
+                if rule_name(name) == package:
+                    found[Version(version)] = version
+    return found
+
+
 def _specifier_sets(package: str, rule: Rule) -> list[SpecifierSet]:
     sets = [rule.affects.packages[package]] if package in rule.affects.packages else []
     for pin in rule.fix_pins:
@@ -57,14 +71,24 @@ def _specifier_sets(package: str, rule: Rule) -> list[SpecifierSet]:
 
 
 def candidates(
-    package: str, installed: Version, named: dict[Version, str], specifiers: list[SpecifierSet]
+    package: str,
+    installed: Version,
+    named: dict[Version, str],
+    specifiers: list[SpecifierSet],
+    distinct: Iterable[Version] = (),
 ) -> list[Candidate]:
     """One version per class that ``specifiers`` (the rules that can fail) tell apart, leaving out
     the installed version's class (it changes no verdict): the lowest of each class above the
-    installed version (the smallest upgrade), then the highest of each class below it."""
+    installed version (the smallest upgrade), then the highest of each class below it. A
+    ``distinct`` version (proposed by the release facts, which no range describes) is a class of
+    its own."""
+    own = set(distinct)
 
-    def signature(version: Version) -> tuple[bool, ...]:
-        return tuple(spec.contains(version, prereleases=True) for spec in specifiers)
+    def signature(version: Version) -> tuple[object, ...]:
+        return (
+            *(spec.contains(version, prereleases=True) for spec in specifiers),
+            version in own and version,
+        )
 
     upgrades = sorted(v for v in named if v > installed)
     downgrades = sorted((v for v in named if v < installed), reverse=True)

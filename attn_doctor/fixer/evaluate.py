@@ -41,7 +41,7 @@ class Evaluator:
         self._memo: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = {}
         self._readers: dict[str, list[Rule]] = {}
         for rule in rules:
-            for name in rule.affects.packages:
+            for name in rule.affects.reads:
                 self._readers.setdefault(name, []).append(rule)
         self.rules = {rule.id: rule for rule in rules}
         self.baseline = frozenset(rule.id for rule in rules if self._affected(rule, {}))
@@ -52,7 +52,7 @@ class Evaluator:
         return kept | {rule_id for rule_id, rule in touched.items() if self._affected(rule, versions)}
 
     def _affected(self, rule: Rule, versions: Versions) -> bool:
-        own = tuple(sorted((name, v) for name, v in versions.items() if name in rule.affects.packages))
+        own = tuple(sorted((name, v) for name, v in versions.items() if name in rule.affects.reads))
         key = (rule.id, own)
         if key not in self._memo:
             finding = match(rule, with_versions(self._env, dict(own)))

@@ -24,7 +24,7 @@ from attn_doctor.engine.loader import RuleSet, database_path, load_rules
 from attn_doctor.engine.matcher import Finding, Verdict
 from attn_doctor.engine.schema import Rule
 from attn_doctor.facts.assemble import EnvironmentInputs, assemble
-from attn_doctor.fixer.candidates import Candidate, candidates, named_versions
+from attn_doctor.fixer.candidates import Candidate, candidates, named_versions, suggested_versions
 from attn_doctor.fixer.evaluate import Evaluator, with_versions
 from attn_doctor.fixer.search import Outcome, bound, search
 
@@ -97,15 +97,16 @@ def plan_fix(before: CheckResult, ruleset: RuleSet, config: Config) -> FixPlan:
     live = [f.rule for f in before.findings if f.rule.id in scope and _can_fail(f, changeable)]
     targets = [f.rule for f in before.failing()]
     searched = _connected(targets, live, changeable)
-    options = {
-        name: candidates(
+    options = {}
+    for name in searched:
+        suggested = suggested_versions(name, before.findings)
+        options[name] = candidates(
             name,
             changeable[name],
-            named_versions(name, ruleset.rules),
+            {**named_versions(name, ruleset.rules), **suggested},
             [rule.affects.packages[name] for rule in live if name in rule.affects.packages],
+            distinct=suggested,
         )
-        for name in searched
-    }
     evaluator = Evaluator(env, live)
     result = search(evaluator, options)
     after = run_check(with_versions(env, result.best.versions), ruleset, config, before.fail_on)
@@ -145,13 +146,21 @@ def _in_scope(result: CheckResult) -> set[str]:
 def _can_fail(finding: Finding, changeable: dict[str, Version]) -> bool:
     """Whether a version change alone can make (or keep) this rule affected: every condition that
     does not hold now is the version of a package that can change."""
-    packages = finding.rule.affects.packages
-    return all(r.holds or (r.condition in packages and r.condition in changeable) for r in finding.reasons)
+    affects = finding.rule.affects
+    by_release = any(name in changeable for name in affects.release_packages)
+    return all(
+        r.holds
+        or (r.condition in affects.packages and r.condition in changeable)
+        or (r.condition == "release" and by_release)
+        for r in finding.reasons
+    )
 
 
 def _pinnable(rule: Rule, changeable: dict[str, Version]) -> list[str]:
-    """The rule's packages whose version decides it (``""`` means every version is affected)."""
-    return sorted(name for name, spec in rule.affects.packages.items() if str(spec) and name in changeable)
+    """The rule's packages whose version decides it (``""`` means every version is affected; the
+    release facts decide per version)."""
+    decided = {name for name, spec in rule.affects.packages.items() if str(spec)}
+    return sorted(name for name in decided | set(rule.affects.release_packages) if name in changeable)
 
 
 def _connected(targets: list[Rule], live: list[Rule], changeable: dict[str, Version]) -> list[str]:
@@ -174,7 +183,7 @@ def _change(
 ) -> Change:
     package = before.environment.packages[candidate.package]
     without = {c.package: c.version for c in best.changes if c is not candidate}
-    clears = sorted(i for i in cleared if _outside(evaluator.rules[i], candidate.package, candidate.version))
+    clears = sorted(i for i in cleared if _clears(evaluator, i, candidate.package, candidate.version))
     return Change(
         package=candidate.package,
         distribution=canonicalize_name(package.distribution),
@@ -193,6 +202,14 @@ def _build(result: CheckResult) -> str | None:
     if build is None or not (build.cuda or build.hip):
         return None
     return f"CUDA {build.cuda}" if build.cuda else f"ROCm {build.hip}"
+
+
+def _clears(evaluator: Evaluator, rule_id: str, package: str, version: str) -> bool:
+    """This version alone takes the rule out: out of its range, or (release facts) no longer affected."""
+    rule = evaluator.rules[rule_id]
+    if package in rule.affects.release_packages:
+        return rule_id not in evaluator.failing({package: version})
+    return _outside(rule, package, version)
 
 
 def _outside(rule: Rule, package: str, version: str) -> bool:
@@ -218,7 +235,9 @@ def _stay(
         return Stay(finding, "not-pip", f"not fixable by pip: {facts}")
     escapes = [c for name in pinnable for c in options.get(name, []) if _outside(rule, name, c.version)]
     if not escapes:
-        ranges = ", ".join(f"{name} {rule.affects.packages[name]}" for name in pinnable)
+        ranges = ", ".join(
+            f"{name} {rule.affects.packages.get(name, '(release facts)')}" for name in pinnable
+        )
         also = f"; it also depends on {_and(conditions)}" if conditions else ""
         reason = f"no release is known to be fixed: no version the rules name is outside {ranges}{also}"
         return Stay(finding, "no-fixed-release", reason)

@@ -25,7 +25,13 @@ def _finding_dict(finding: Finding) -> dict[str, Any]:
         "probe": finding.probe.to_json() if finding.probe else None,
         "ignored": finding.ignored,
         "reasons": [
-            {"condition": r.condition, "holds": r.holds, "text": r.text, "evidence": list(r.evidence)}
+            {
+                "condition": r.condition,
+                "holds": r.holds,
+                "text": r.text,
+                "evidence": list(r.evidence),
+                "suggestion": r.suggestion,
+            }
             for r in finding.reasons
         ],
         "applies_if_used": list(pending_features(finding)),
@@ -47,6 +53,7 @@ def to_json(result: CheckResult) -> str:
         "fail_on": result.fail_on,
         "findings": [{**_finding_dict(f), "failing": f.rule.id in failing} for f in result.findings],
         "problems": result.problems,
+        "notes": result.notes,
         "summary": {**counts, "failing": len(failing), "applies_if_used": _applies_if_used(result.findings)},
         "exit_code": result.exit_code,
     }

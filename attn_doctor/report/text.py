@@ -45,6 +45,9 @@ def render_lines(result: CheckResult, verbose: bool = False) -> list[Line]:
     for finding in shown:
         lines.extend(_finding_lines(finding, verbose))
     lines.extend(_conditional_lines(result.findings, verbose))
+    if result.notes:
+        lines.append(("", ""))
+        lines.extend((f"note: {note}", "yellow") for note in result.notes)
     if verbose:
         lines.append(("", ""))
         lines.extend(fact_lines(env))
@@ -149,6 +152,8 @@ def _finding_lines(finding: Finding, verbose: bool) -> list[Line]:
         missing = [r.text for r in finding.reasons if r.holds is None]
         lines.append((f"    unknown: {'; '.join(missing)}", "yellow"))
     if finding.verdict is not Verdict.NOT_AFFECTED:
+        for suggestion in [r.suggestion for r in finding.reasons if r.holds and r.suggestion]:
+            lines.append((f"    for these versions: {suggestion}", "bold"))
         lines.append((f"    fix: {' '.join(rule.fix_summary.split())}", ""))
         if rule.fix_pins:
             lines.append((f"    pins: {' '.join(rule.fix_pins)}", ""))

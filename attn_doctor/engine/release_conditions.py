@@ -1,0 +1,193 @@
+"""Conditions decided by the release-facts snapshot rather than by ranges written in a rule:
+what a release's own metadata requires, and which prebuilt wheels a release ships.
+
+Each gives a tri-state ``Reason`` like every other condition, and where it holds, a fix computed
+for the target's versions from the snapshot (``Reason.suggestion``): only releases that exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
+
+from attn_doctor.engine.matcher import Reason
+from attn_doctor.engine.schema import Affects
+from attn_doctor.facts.model import Environment, Package, marker_environment
+from attn_doctor.facts.names import rule_name
+from attn_doctor.releases.facts import ReleaseFacts, Wheel, snapshot
+
+RELEASE = "release"  # the condition name of every reason decided by the release facts
+
+
+def reasons(affects: Affects, env: Environment, facts: ReleaseFacts | None = None) -> list[Reason]:
+    facts = facts or snapshot()
+    found = []
+    if affects.requirement_unmet is not None:
+        package, on = affects.requirement_unmet
+        found.append(requirement_unmet(package, on, env, facts))
+    if affects.prebuilt_wheel_missing is not None:
+        found.append(prebuilt_wheel_missing(affects.prebuilt_wheel_missing, env, facts))
+    return found
+
+
+def _not_known(facts: ReleaseFacts, package: Package) -> Reason:
+    assert package.version is not None
+    if facts.is_newer_than_snapshot(package.distribution, package.version):
+        why = f"is newer than the release database (snapshot of {facts.generated})"
+    else:
+        why = f"is not in the release database (snapshot of {facts.generated})"
+    return Reason(RELEASE, None, f"{package.name} {package.version} {why}", package.origin)
+
+
+def requirement_unmet(
+    package_name: str, on: tuple[str, ...], env: Environment, facts: ReleaseFacts
+) -> Reason:
+    """Holds when ``package_name``'s release requires a version of one of ``on`` that the target
+    does not have (xformers 0.0.29.post3 requires torch==2.6.0; the target has torch 2.7.0)."""
+    condition = RELEASE
+    package = env.packages.get(package_name)
+    if package is None:
+        return Reason(condition, False, f"{package_name} is not installed")
+    if package.version is None:
+        return Reason(condition, None, f"{package_name} version unknown", package.origin)
+    markers = marker_environment(env)
+    required = facts.requirements(package.distribution, package.version, markers)
+    if required is None:
+        return _not_known(facts, package)
+    checked: list[str] = []
+    for requirement in required:
+        dependency = env.packages.get(rule_name(requirement.name))
+        if rule_name(requirement.name) not in on or dependency is None:
+            continue
+        if dependency.version is None:
+            return Reason(condition, None, f"{dependency.name} version unknown", dependency.origin)
+        if not requirement.specifier.contains(dependency.version, prereleases=True):
+            text = (
+                f"{package.name} {package.version} requires {requirement.name}{requirement.specifier} "
+                f"(its metadata); the target has {dependency.name} {dependency.version}"
+            )
+            options = _pairing(package, requirement, dependency, env, facts)
+            return _with_options(Reason(condition, True, text, package.origin), options)
+        checked.append(f"{requirement.name}{requirement.specifier}")
+    met = f"met ({', '.join(checked)})" if checked else f"none on {', '.join(on)}"
+    return Reason(condition, False, f"{package.name} {package.version} requirements: {met}", package.origin)
+
+
+Option = tuple[str, str, str]  # (package, version, why)
+
+
+def _with_options(reason: Reason, options: list[Option]) -> Reason:
+    """The reason with its computed fix: each option a real release, and why it fits."""
+    if not options:
+        return reason
+    text = " or ".join(f"{name}=={version} ({why})" for name, version, why in options)
+    pins = tuple(f"{name}=={version}" for name, version, _ in options)
+    return replace(reason, suggestion=text, suggested_pins=pins)
+
+
+def _pairing(
+    package: Package, requirement: Requirement, dependency: Package, env: Environment, facts: ReleaseFacts
+) -> list[Option]:
+    """The dependency the release asks for, and the nearest release of the package whose
+    requirement the target's dependency meets (newer first)."""
+    options: list[Option] = []
+    exact = [s.version for s in requirement.specifier if s.operator in ("==", "===")]
+    if exact:
+        options.append((dependency.name, exact[0], f"what {package.name} {package.version} requires"))
+    markers = marker_environment(env)
+    assert dependency.version is not None and package.version is not None
+    installed = Version(Version(package.version).public)
+    matching = []
+    for version, release in facts.releases(package.distribution).items():
+        if release.yanked:
+            continue
+        needs = facts.requirements(package.distribution, version, markers) or []
+        ours = [r for r in needs if rule_name(r.name) == dependency.name]
+        if ours and all(r.specifier.contains(dependency.version, prereleases=True) for r in ours):
+            matching.append(Version(version))
+    if matching:
+        newer = sorted(v for v in matching if v > installed)
+        best = newer[0] if newer else max(matching)
+        options.append((package.name, str(best), f"its release for {dependency.name} {dependency.version}"))
+    return options
+
+
+def prebuilt_wheel_missing(package_name: str, env: Environment, facts: ReleaseFacts) -> Reason:
+    """Holds when the release's build matrix has no wheel for the target's torch (major.minor),
+    CUDA major and Python: pip then builds it from source (nvcc, a long build) or the user forces
+    a wheel built for another torch (``undefined symbol`` at import)."""
+    condition = RELEASE
+    package, torch = env.packages.get(package_name), env.packages.get("torch")
+    if package is None:
+        return Reason(condition, False, f"{package_name} is not installed")
+    if torch is None:
+        return Reason(condition, False, "torch is not installed")
+    if package.version is None or torch.version is None:
+        return Reason(condition, None, "versions unknown (declared without a pin)", package.origin)
+    wheels = facts.flash_attn_wheels(package.version)
+    if wheels is None:
+        return _not_known(facts, package)
+    if env.torch_build is None or env.torch_build.cuda is None:
+        holds = None if env.torch_build is None else False
+        why = "torch's CUDA build is unknown" if holds is None else "torch is not a CUDA build"
+        return Reason(condition, holds, why, package.origin)
+    target = _TargetWheel(_minor(torch.version), env.torch_build.cuda.split(".")[0], _minor(env.python))
+    if any(target.fits(wheel) for wheel in wheels):
+        return Reason(
+            condition, False, f"{package.name} {package.version} has a wheel for {target}", package.origin
+        )
+    text = f"{package.name} {package.version} has no prebuilt wheel for {target} (its publish.yml)"
+    options = _nearest_wheel(package, target, facts)
+    return _with_options(Reason(condition, True, text, package.origin), options)
+
+
+class _TargetWheel:
+    def __init__(self, torch: str | None, cuda_major: str, python: str | None) -> None:
+        self.torch, self.cuda_major, self.python = torch, cuda_major, python
+
+    def fits(self, wheel: Wheel, ignore_python: bool = False) -> bool:
+        return (
+            _minor(wheel.torch) == self.torch
+            and wheel.cuda.split(".")[0] == self.cuda_major
+            and (ignore_python or self.python is None or wheel.python == self.python)
+        )
+
+    def __str__(self) -> str:
+        python = f", Python {self.python}" if self.python else ""
+        return f"torch {self.torch} with CUDA {self.cuda_major}{python}"
+
+
+def _nearest_wheel(package: Package, target: _TargetWheel, facts: ReleaseFacts) -> list[Option]:
+    """The nearest release (newer first) with a wheel for the target, and the newest torch this
+    release has a wheel for (on the target's CUDA major)."""
+    assert package.version is not None
+    installed = Version(Version(package.version).public)
+    fitting = [
+        Version(v)
+        for v in facts.flash_attn_versions()
+        if any(target.fits(wheel) for wheel in facts.flash_attn_wheels(v) or [])
+    ]
+    options: list[Option] = []
+    if fitting:
+        newer = sorted(v for v in fitting if v > installed)
+        options.append((package.name, str(newer[0] if newer else max(fitting)), f"has a wheel for {target}"))
+    wheels = facts.flash_attn_wheels(package.version) or []
+    own = {wheel.torch for wheel in wheels if wheel.cuda.split(".")[0] == target.cuda_major}
+    if own:
+        newest = max(own, key=Version)
+        options.append(
+            ("torch", newest, f"the newest torch {package.name} {package.version} has a wheel for")
+        )
+    return options
+
+
+def _minor(version: str | None) -> str | None:
+    if version is None:
+        return None
+    try:
+        release = Version(version).release
+    except InvalidVersion:
+        return None
+    return ".".join(str(part) for part in release[:2])

@@ -1,0 +1,167 @@
+"""The release-facts snapshot: what each release of the stack requires and ships, as its own
+metadata and build matrix state it (docs/release-facts.md; tools/refresh_release_facts.py writes it).
+
+Loaded lazily, one package file at a time: `check` reads only the packages its rules ask about.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+SNAPSHOT = Path(__file__).resolve().parent / "snapshot"
+
+
+@dataclass(frozen=True)
+class Release:
+    version: str
+    uploaded: str | None
+    yanked: bool
+    requires_python: str | None
+    requires_dist: tuple[str, ...] | None  # None: the metadata could not be read
+    metadata_from: str | None
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """One prebuilt flash-attn wheel of a release's build matrix."""
+
+    torch: str  # as the workflow writes it: "2.4.0"
+    cuda: str  # "12.3.2"
+    python: str  # "3.11"
+    cxx11_abi: bool
+
+
+class ReleaseFacts:
+    def __init__(self, folder: Path = SNAPSHOT) -> None:
+        self.folder = folder
+        self._releases: dict[str, dict[str, Release]] = {}
+
+    @functools.cached_property
+    def meta(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.folder / "meta.json").read_text(encoding="utf-8"))
+        return data
+
+    @property
+    def generated(self) -> str:
+        return str(self.meta["generated"])
+
+    def packages(self) -> list[str]:
+        return sorted(self.meta["packages"])
+
+    def releases(self, package: str) -> dict[str, Release]:
+        """Every final release of ``package`` (a distribution name, any spelling) in the snapshot."""
+        name = canonicalize_name(package)
+        if name not in self._releases:
+            self._releases[name] = self._read(name)
+        return self._releases[name]
+
+    def _read(self, name: str) -> dict[str, Release]:
+        path = self.folder / "registry" / f"{name}.json"
+        if not path.is_file():
+            return {}
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {
+            version: Release(
+                version=version,
+                uploaded=entry.get("uploaded"),
+                yanked=bool(entry.get("yanked")),
+                requires_python=entry.get("requires_python"),
+                requires_dist=None if entry.get("requires_dist") is None else tuple(entry["requires_dist"]),
+                metadata_from=entry.get("metadata_from"),
+            )
+            for version, entry in data["releases"].items()
+        }
+
+    def release(self, package: str, version: str) -> Release | None:
+        """The release a version is a build of: ``2.5.1+cu121`` is a build of 2.5.1."""
+        try:
+            public = Version(version).public
+        except InvalidVersion:
+            return None
+        releases = self.releases(package)
+        return releases.get(public) or next(
+            (r for v, r in releases.items() if _same_version(v, public)), None
+        )
+
+    def newest(self, package: str) -> str | None:
+        versions = [_parsed(v) for v in self.releases(package)]
+        known = [v for v in versions if v is not None]
+        return str(max(known)) if known else None
+
+    def is_newer_than_snapshot(self, package: str, version: str) -> bool:
+        """Newer than every release the snapshot knows (read from meta.json: no package file)."""
+        known = self.meta["packages"].get(canonicalize_name(package))
+        newest, parsed = (known or {}).get("newest"), _parsed(version)
+        return newest is not None and parsed is not None and Version(parsed.public) > Version(newest)
+
+    def requirements(self, package: str, version: str, markers: dict[str, str]) -> list[Requirement] | None:
+        """What that release requires on the target ``markers`` describe; None when not known."""
+        release = self.release(package, version)
+        if release is None or release.requires_dist is None:
+            return None
+        required = []
+        for text in release.requires_dist:
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if requirement.marker is None or _applies(requirement.marker, markers):
+                required.append(requirement)
+        return required
+
+    @functools.cached_property
+    def _flash_attn(self) -> dict[str, Any]:
+        path = self.folder / "flash-attn-wheels.json"
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        return data
+
+    def flash_attn_wheels(self, version: str) -> list[Wheel] | None:
+        """The prebuilt wheels of a flash-attn release; None when the snapshot does not know it."""
+        try:
+            public = Version(version).public
+        except InvalidVersion:
+            return None
+        entry = self._flash_attn.get(public)
+        if entry is None:
+            return None
+        return [Wheel(w["torch"], w["cuda"], w["python"], bool(w["cxx11_abi"])) for w in entry["wheels"]]
+
+    def flash_attn_versions(self) -> list[str]:
+        """The releases with a known build matrix that were published on the registry (a tag such
+        as v2.7.0 has a matrix, but only 2.7.0.post2 was published)."""
+        published = set(self.releases("flash-attn"))
+        return sorted((v for v in self._flash_attn if v in published), key=Version)
+
+
+def _applies(marker: Marker, markers: dict[str, str]) -> bool:
+    """A marker the target's facts cannot decide (an ``extra``) does not apply."""
+    try:
+        return marker.evaluate({"extra": "", **markers})
+    except (UndefinedComparison, UndefinedEnvironmentName, InvalidMarker):
+        return False
+
+
+def _parsed(version: str) -> Version | None:
+    try:
+        return Version(version)
+    except InvalidVersion:
+        return None
+
+
+def _same_version(left: str, right: str) -> bool:
+    a, b = _parsed(left), _parsed(right)
+    return a is not None and b is not None and a == b
+
+
+@functools.lru_cache(maxsize=1)
+def snapshot() -> ReleaseFacts:
+    return ReleaseFacts()

@@ -1,0 +1,145 @@
+"""The shipped release-facts snapshot, end to end through the real CLI: implied facts, the checks
+it drives (xformers and triton pins, flash-attn's wheel matrix), fixes that name only real
+releases, and the rules' own versions checked against it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+from support import cli
+
+from attn_doctor.engine.loader import load_rules
+from attn_doctor.releases.facts import snapshot
+
+
+def check(*args: str | Path) -> tuple[int, dict]:
+    result = cli("check", "--format", "json", "--no-scan", *args)
+    assert result.exit_code in (0, 1), result.stderr
+    return result.exit_code, json.loads(result.stdout)
+
+
+def finding(document: dict, rule_id: str) -> dict:
+    return next(f for f in document["findings"] if f["id"] == rule_id)
+
+
+def requirements(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "requirements.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_declared_torch_implies_its_triton_and_cuda_build(tmp_path):
+    _, document = check("-r", requirements(tmp_path, "torch==2.5.1"))
+    triton = document["environment"]["packages"]["triton"]
+    assert triton["version"] == "3.1.0"
+    assert triton["origin"].startswith("implied by torch 2.5.1 (Requires-Dist: triton==3.1.0")
+    assert document["environment"]["torch_build"] == {"cuda": "12.4", "hip": None}
+    assert document["environment"]["origins"]["torch_build"].startswith("implied by torch 2.5.1")
+    text = cli("check", "-v", "--no-scan", "-r", tmp_path / "requirements.txt").stdout
+    assert "implied by torch 2.5.1" in text
+
+
+def test_xformers_built_for_another_torch(tmp_path):
+    target = requirements(tmp_path, "torch==2.7.0+cu126", "xformers==0.0.29.post3")
+    code, document = check("-r", target, "--gpu", "A100")
+    found = finding(document, "xformers-built-for-another-torch")
+    assert code == 1 and found["verdict"] == "affected" and found["failing"]
+    reason = next(r for r in found["reasons"] if r["condition"] == "release")
+    assert "xformers 0.0.29.post3 requires torch==2.6.0" in reason["text"]
+    assert "torch==2.6.0" in reason["suggestion"] and "xformers==0.0.30" in reason["suggestion"]
+    plan = json.loads(cli("fix", "--format", "json", "--no-scan", "-r", target, "--gpu", "A100").stdout)
+    assert plan["failing_after"] == []
+    assert plan["constraints"] in (["xformers==0.0.30"], ["torch==2.6.0"])
+
+
+def test_matching_xformers_and_torch_are_clean(tmp_path):
+    _, document = check("-r", requirements(tmp_path, "torch==2.7.0", "xformers==0.0.30"), "--gpu", "A100")
+    assert finding(document, "xformers-built-for-another-torch")["verdict"] == "not-affected"
+
+
+def test_flash_attn_without_a_wheel_for_the_targets_torch(tmp_path):
+    target = requirements(tmp_path, "torch==2.5.1+cu121", "flash-attn==2.6.3", "transformers==4.51.0")
+    _, document = check("-r", target, "--gpu", "A100")
+    found = finding(document, "flash-attn-no-prebuilt-wheel-for-torch")
+    assert found["verdict"] == "affected"
+    reason = next(r for r in found["reasons"] if r["condition"] == "release")
+    assert "no prebuilt wheel for torch 2.5 with CUDA 12" in reason["text"]
+    assert "flash-attn==2.7.0.post2 (has a wheel" in reason["suggestion"]
+    assert "torch==2.4.0 (the newest torch flash-attn 2.6.3 has a wheel for)" in reason["suggestion"]
+    plan = json.loads(
+        cli(
+            "fix", "--format", "json", "--no-scan", "-r", target, "--gpu", "A100", "--fail-on", "warning"
+        ).stdout
+    )
+    versions = {c["package"]: c["proposed"] for c in plan["changes"]}
+    flash_attn = Version(versions.get("flash-attn", "2.6.3"))
+    torch = Version(versions.get("torch", "2.5.1"))
+    assert flash_attn >= Version("2.7.0") or torch < Version("2.5")  # never 2.6.3 with torch >= 2.5
+    assert "flash-attn-no-prebuilt-wheel-for-torch" not in plan["failing_after"]
+
+
+def test_installed_triton_that_torch_does_not_pin(site):
+    site.install("torch", "2.5.1+cu121", torch_cuda="12.1")
+    site.install("triton", "3.9.0")
+    _, document = check("--path", site.path)
+    found = finding(document, "torch-requires-other-triton")
+    assert found["verdict"] == "affected"
+    assert "torch 2.5.1+cu121 requires triton==3.1.0" in found["reasons"][-1]["text"]
+    site.path.joinpath("triton-3.9.0.dist-info").rename(site.path / "triton-3.1.0.dist-info")
+    (site.path / "triton-3.1.0.dist-info" / "METADATA").write_text("Name: triton\nVersion: 3.1.0\n")
+    assert finding(check("--path", site.path)[1], "torch-requires-other-triton")["verdict"] == "not-affected"
+
+
+def test_a_release_newer_than_the_snapshot_is_said_so(tmp_path):
+    _, document = check("-r", requirements(tmp_path, "torch==2.7.0", "xformers==0.9.0"))
+    found = finding(document, "xformers-built-for-another-torch")
+    assert found["verdict"] == "unknown"
+    assert f"newer than the release database (snapshot of {snapshot().generated})" in json.dumps(found)
+
+
+def test_db_info_names_the_snapshot():
+    text = cli("db", "info").stdout
+    assert f"snapshot of {snapshot().generated}" in text and "tools/refresh_release_facts.py" in text
+    document = json.loads(cli("db", "info", "--format", "json").stdout)
+    assert document["generated"] == snapshot().generated
+    assert document["packages"]["torch"]["releases"] >= 30
+
+
+def _named_versions() -> list[tuple[str, str, str]]:
+    """(rule, package, version) for every version a shipped rule's ranges and pins name."""
+    named = []
+    for rule in load_rules().rules:
+        sets = list(rule.affects.packages.items())
+        for pin in rule.fix_pins:
+            name = pin.split(">")[0].split("<")[0].split("=")[0].split("!")[0].split("~")[0].strip()
+            sets.append((name, SpecifierSet(pin[len(name) :])))
+        for package, specifiers in sets:
+            for specifier in specifiers:
+                if not specifier.version.endswith(".*"):
+                    named.append((rule.id, package, specifier.version))
+    return named
+
+
+@pytest.mark.parametrize(("rule", "package", "version"), _named_versions())
+def test_every_version_a_rule_names_is_a_release(rule, package, version):
+    facts = snapshot()
+    distribution = {"flash-linear-attention": "fla-core", "flash-attn-3": ""}.get(package, package)
+    releases = facts.releases(distribution) if distribution else {}
+    if not releases or Version(version).is_prerelease:
+        pytest.skip(f"{package} {version}: not in the snapshot, or a nightly named on purpose")
+    known = {Version(v) for v in releases} | {Version(v) for v in facts.releases(package)}
+    assert Version(version) in known, f"{rule}: {package} {version} was never released"
+
+
+def test_an_installed_release_newer_than_the_snapshot_is_never_called_clean(site):
+    site.install("transformers", "9.0.0")
+    _, document = check("--path", site.path)
+    assert document["notes"] == [
+        f"transformers 9.0.0 is newer than the release database (snapshot of {snapshot().generated}): "
+        "checks drawn from release facts cannot judge it"
+    ]
+    assert "note: transformers 9.0.0 is newer" in cli("check", "--path", site.path, "--no-scan").stdout

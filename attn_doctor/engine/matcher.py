@@ -92,6 +92,9 @@ def _conditions(rule: Rule, env: Environment) -> list[Reason]:
         reasons.append(_features(affects.features, env))
     decided = any(reason.holds is False for reason in reasons)
     if affects.release_packages and not decided:  # the snapshot is read only when it can matter
+        subject = affects.release_packages[0]
+        if subject not in env.packages:
+            return [*reasons, Reason("release", False, f"{subject} is not installed")]
         from attn_doctor.engine import release_conditions
 
         reasons += release_conditions.reasons(affects, env)

@@ -10,12 +10,14 @@ import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+
+if TYPE_CHECKING:  # imported where requirements are read: `check` on a clean machine never needs them
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement
 
 SNAPSHOT = Path(__file__).resolve().parent / "snapshot"
 
@@ -105,6 +107,8 @@ class ReleaseFacts:
 
     def requirements(self, package: str, version: str, markers: dict[str, str]) -> list[Requirement] | None:
         """What that release requires on the target ``markers`` describe; None when not known."""
+        from packaging.requirements import InvalidRequirement, Requirement
+
         release = self.release(package, version)
         if release is None or release.requires_dist is None:
             return None
@@ -144,6 +148,8 @@ class ReleaseFacts:
 
 def _applies(marker: Marker, markers: dict[str, str]) -> bool:
     """A marker the target's facts cannot decide (an ``extra``) does not apply."""
+    from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+
     try:
         return marker.evaluate({"extra": "", **markers})
     except (UndefinedComparison, UndefinedEnvironmentName, InvalidMarker):

@@ -143,3 +143,25 @@ def test_an_installed_release_newer_than_the_snapshot_is_never_called_clean(site
         "checks drawn from release facts cannot judge it"
     ]
     assert "note: transformers 9.0.0 is newer" in cli("check", "--path", site.path, "--no-scan").stdout
+
+
+def test_a_wheel_without_code_for_the_gpu(tmp_path):
+    """2.7.4.post1's wheels were built with CUDA 12.4.1: no sm_120 code, though its source has it."""
+    target = requirements(tmp_path, "torch==2.6.0+cu124", "flash-attn==2.7.4.post1")
+    _, document = check("-r", target, "--gpu", "RTX 5090")
+    found = finding(document, "flash-attn-wheel-lacks-gpu-arch")
+    assert found["verdict"] == "affected"
+    reason = next(r for r in found["reasons"] if r["condition"] == "release")
+    assert "built with CUDA 12.4.1) has code for sm_80, sm_90, not RTX 5090 (sm_120)" in reason["text"]
+    assert reason["suggestion"] == "flash-attn==2.8.0.post2 (its wheel has sm_120 code)"
+    _, same_on_hopper = check("-r", target, "--gpu", "H100")
+    assert finding(same_on_hopper, "flash-attn-wheel-lacks-gpu-arch")["verdict"] == "not-affected"
+    _, ampere = check("-r", target, "--gpu", "RTX 4090")  # sm_80 code runs on 8.9
+    assert finding(ampere, "flash-attn-wheel-lacks-gpu-arch")["verdict"] == "not-affected"
+
+
+def test_a_wheel_built_against_a_torch_nightly_is_no_wheel_for_the_release(tmp_path):
+    """flash-attn 2.7.3's matrix builds for torch 2.6.0.dev20241001: torch 2.6.0 has no wheel there."""
+    target = requirements(tmp_path, "torch==2.6.0+cu124", "flash-attn==2.7.3")
+    _, document = check("-r", target, "--gpu", "A100")
+    assert finding(document, "flash-attn-no-prebuilt-wheel-for-torch")["verdict"] == "affected"

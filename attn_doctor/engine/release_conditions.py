@@ -29,6 +29,8 @@ def reasons(affects: Affects, env: Environment, facts: ReleaseFacts | None = Non
         found.append(requirement_unmet(package, on, env, facts))
     if affects.prebuilt_wheel_missing is not None:
         found.append(prebuilt_wheel_missing(affects.prebuilt_wheel_missing, env, facts))
+    if affects.prebuilt_wheel_lacks_gpu is not None:
+        found.append(prebuilt_wheel_lacks_gpu(affects.prebuilt_wheel_lacks_gpu, env, facts))
     return found
 
 
@@ -148,8 +150,10 @@ class _TargetWheel:
         self.torch, self.cuda_major, self.python = torch, cuda_major, python
 
     def fits(self, wheel: Wheel, ignore_python: bool = False) -> bool:
+        # a wheel built against a torch nightly does not load under the release (undefined symbol)
         return (
-            _minor(wheel.torch) == self.torch
+            not Version(wheel.torch).is_prerelease
+            and _minor(wheel.torch) == self.torch
             and wheel.cuda.split(".")[0] == self.cuda_major
             and (ignore_python or self.python is None or wheel.python == self.python)
         )
@@ -157,6 +161,60 @@ class _TargetWheel:
     def __str__(self) -> str:
         python = f", Python {self.python}" if self.python else ""
         return f"torch {self.torch} with CUDA {self.cuda_major}{python}"
+
+
+def prebuilt_wheel_lacks_gpu(package_name: str, env: Environment, facts: ReleaseFacts) -> Reason:
+    """Holds when the release's wheel for the target's torch has no code for a target GPU: its
+    kernels are compiled per architecture (sm_80 code runs on every 8.x GPU; sm_90 only on 9.0),
+    and a wheel built with a CUDA too old for Blackwell has none for sm_100 / sm_120."""
+    gate = prebuilt_wheel_missing(package_name, env, facts)
+    if gate.holds is not False or "has a wheel for" not in gate.text:
+        return replace(gate, holds=False if gate.holds else gate.holds, suggestion=None, suggested_pins=())
+    if not env.gpus:
+        return Reason(RELEASE, None, "GPUs not known (no GPU found and no --gpu target)")
+    package, torch = env.packages[package_name], env.packages["torch"]
+    assert package.version is not None and torch.version is not None and env.torch_build is not None
+    target = _TargetWheel(
+        _minor(torch.version), (env.torch_build.cuda or "").split(".")[0], _minor(env.python)
+    )
+    wheel = next(w for w in facts.flash_attn_wheels(package.version) or [] if target.fits(w))
+    missing = [
+        gpu for gpu in env.gpus if gpu.compute_capability and not _covers(wheel.archs, gpu.compute_capability)
+    ]
+    if not missing:
+        return Reason(
+            RELEASE,
+            False,
+            f"its wheel has code for every GPU here ({', '.join(wheel.archs)})",
+            package.origin,
+        )
+    gpu = missing[0]
+    sm = f"sm_{gpu.compute_capability.replace('.', '')}"  # type: ignore[union-attr]
+    text = (
+        f"{package.name} {package.version}'s wheel for {target} (built with CUDA {wheel.cuda}) has code for "
+        f"{', '.join(wheel.archs)}, not {gpu.name} ({sm})"
+    )
+    newer = [
+        Version(v)
+        for v in facts.flash_attn_versions()
+        if Version(v) > Version(Version(package.version).public)
+        and any(
+            target.fits(w) and _covers(w.archs, gpu.compute_capability or "")
+            for w in facts.flash_attn_wheels(v) or []
+        )
+    ]
+    options: list[Option] = [(package.name, str(min(newer)), f"its wheel has {sm} code")] if newer else []
+    return _with_options(Reason(RELEASE, True, text, package.origin), options)
+
+
+def _covers(archs: tuple[str, ...], capability: str) -> bool:
+    """Code for sm_XY runs on X.Z for Z >= Y (same major): sm_80 serves 8.6 and 8.9."""
+    major, _, minor = capability.partition(".")
+    for arch in archs:
+        digits = arch.removeprefix("sm_").rstrip("af")
+        if digits[:-1] == major and int(digits[-1]) <= int(minor or 0):
+            return True
+    return False
 
 
 def _nearest_wheel(package: Package, target: _TargetWheel, facts: ReleaseFacts) -> list[Option]:

@@ -46,7 +46,7 @@ _TOP_KEYS = {
     "affects",
     "fix",
 }
-RELEASE_CONDITIONS = ("requirement_unmet", "prebuilt_wheel_missing")
+RELEASE_CONDITIONS = ("requirement_unmet", "prebuilt_wheel_missing", "prebuilt_wheel_lacks_gpu")
 PREBUILT_WHEEL_PACKAGES = ("flash-attn",)
 _AFFECTS_KEYS = {"packages", "platform", "features", *VERSION_CONDITIONS, *RELEASE_CONDITIONS}
 _FIX_KEYS = {"summary", "pins"}
@@ -61,6 +61,7 @@ class Affects:
     # from the release-facts snapshot (docs/release-facts.md):
     requirement_unmet: tuple[str, tuple[str, ...]] | None = None  # (package, the packages it requires)
     prebuilt_wheel_missing: str | None = None  # a package whose release has no wheel for this torch
+    prebuilt_wheel_lacks_gpu: str | None = None  # its wheel for this torch has no code for the GPU
 
     @property
     def release_packages(self) -> tuple[str, ...]:
@@ -68,8 +69,9 @@ class Affects:
         read = []
         if self.requirement_unmet is not None:
             read += [self.requirement_unmet[0], *self.requirement_unmet[1]]
-        if self.prebuilt_wheel_missing is not None:
-            read += [self.prebuilt_wheel_missing, "torch"]
+        for package in (self.prebuilt_wheel_missing, self.prebuilt_wheel_lacks_gpu):
+            if package is not None:
+                read += [package, "torch"]
         return tuple(dict.fromkeys(read))
 
     @property
@@ -234,7 +236,10 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
         platform=platform,
         features=features,
         requirement_unmet=_requirement_unmet(value.get("requirement_unmet"), problems),
-        prebuilt_wheel_missing=_prebuilt_wheel(value.get("prebuilt_wheel_missing"), problems),
+        prebuilt_wheel_missing=_prebuilt_wheel(value.get("prebuilt_wheel_missing"), "missing", problems),
+        prebuilt_wheel_lacks_gpu=_prebuilt_wheel(
+            value.get("prebuilt_wheel_lacks_gpu"), "lacks_gpu", problems
+        ),
     )
 
 
@@ -255,11 +260,13 @@ def _requirement_unmet(value: Any, problems: _Problems) -> tuple[str, tuple[str,
     return rule_name(value["package"]), tuple(rule_name(name) for name in on)
 
 
-def _prebuilt_wheel(value: Any, problems: _Problems) -> str | None:
+def _prebuilt_wheel(value: Any, which: str, problems: _Problems) -> str | None:
     if value is None:
         return None
     if value not in PREBUILT_WHEEL_PACKAGES:
-        problems.add("affects.prebuilt_wheel_missing", f"must be one of {', '.join(PREBUILT_WHEEL_PACKAGES)}")
+        problems.add(
+            f"affects.prebuilt_wheel_{which}", f"must be one of {', '.join(PREBUILT_WHEEL_PACKAGES)}"
+        )
         return None
     return str(value)
 

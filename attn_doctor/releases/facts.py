@@ -40,6 +40,7 @@ class Wheel:
     cuda: str  # "12.3.2"
     python: str  # "3.11"
     cxx11_abi: bool
+    archs: tuple[str, ...] = ()  # the sm_XX it has code for (setup.py's gencodes this CUDA builds)
 
 
 class ReleaseFacts:
@@ -137,7 +138,15 @@ class ReleaseFacts:
         entry = self._flash_attn.get(public)
         if entry is None:
             return None
-        return [Wheel(w["torch"], w["cuda"], w["python"], bool(w["cxx11_abi"])) for w in entry["wheels"]]
+        minimum = entry.get("arch_min_cuda", {})
+
+        def archs(cuda: str) -> tuple[str, ...]:
+            return tuple(a for a in entry.get("archs", []) if _at_least(cuda, minimum.get(a)))
+
+        return [
+            Wheel(w["torch"], w["cuda"], w["python"], bool(w["cxx11_abi"]), archs(w["cuda"]))
+            for w in entry["wheels"]
+        ]
 
     def flash_attn_versions(self) -> list[str]:
         """The releases with a known build matrix that were published on the registry (a tag such
@@ -154,6 +163,11 @@ def _applies(marker: Marker, markers: dict[str, str]) -> bool:
         return marker.evaluate({"extra": "", **markers})
     except (UndefinedComparison, UndefinedEnvironmentName, InvalidMarker):
         return False
+
+
+def _at_least(cuda: str, minimum: str | None) -> bool:
+    parsed, floor = _parsed(cuda), _parsed(minimum or "0")
+    return parsed is not None and floor is not None and parsed >= floor
 
 
 def _parsed(version: str) -> Version | None:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+import zlib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from attn_doctor._compat import tomllib
 from attn_doctor.engine.schema import Rule, parse_rule
+from attn_doctor.facts.cache import cache_folder
 
 MAX_RULE_BYTES = 256 * 1024
+MAX_CACHED_DOCUMENTS = 1000
 
 
 @dataclass
@@ -49,26 +55,30 @@ def load_rules(paths: list[Path] | None = None, *, trust_database: bool = False)
     """
     database = database_path()
     ruleset = RuleSet()
+    documents = _ParsedCache()
     for path in paths if paths is not None else [database]:
-        ruleset.extend(_load_path(path, compile_symptoms=not (trust_database and path == database)))
+        ruleset.extend(
+            _load_path(path, documents, compile_symptoms=not (trust_database and path == database))
+        )
+    documents.save()
     return ruleset
 
 
-def _load_path(path: Path, compile_symptoms: bool) -> RuleSet:
+def _load_path(path: Path, documents: _ParsedCache, compile_symptoms: bool) -> RuleSet:
     if path.is_dir():
         files = sorted(path.glob("*.toml"))
         if not files:
             return RuleSet(problems=[f"{path}: no *.toml rule files"])
         ruleset = RuleSet()
         for file in files:
-            ruleset.extend(_load_file(file, compile_symptoms))
+            ruleset.extend(_load_file(file, documents, compile_symptoms))
         return ruleset
     if path.is_file():
-        return _load_file(path, compile_symptoms)
+        return _load_file(path, documents, compile_symptoms)
     return RuleSet(problems=[f"{path}: no such rule file or folder"])
 
 
-def _load_file(path: Path, compile_symptoms: bool) -> RuleSet:
+def _load_file(path: Path, documents: _ParsedCache, compile_symptoms: bool) -> RuleSet:
     try:
         raw = path.read_bytes()[: MAX_RULE_BYTES + 1]
     except OSError as exc:
@@ -76,7 +86,7 @@ def _load_file(path: Path, compile_symptoms: bool) -> RuleSet:
     if len(raw) > MAX_RULE_BYTES:
         return RuleSet(problems=[f"{path}: larger than {MAX_RULE_BYTES // 1024} KiB"])
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = documents.get(path, raw)
     except UnicodeDecodeError:
         return RuleSet(problems=[f"{path}: not UTF-8 text"])
     except tomllib.TOMLDecodeError as exc:
@@ -85,3 +95,47 @@ def _load_file(path: Path, compile_symptoms: bool) -> RuleSet:
     if isinstance(parsed, Rule):
         return RuleSet(rules=[parsed])
     return RuleSet(problems=[f"{path}: {line}" for line in parsed])
+
+
+class _ParsedCache:
+    """TOML documents already parsed, by path and content (tomllib is pure Python: reading the
+    database is a tenth of `check`; JSON is parsed in C). Best effort, like every cache."""
+
+    def __init__(self) -> None:
+        folder = cache_folder()
+        self.path = None if folder is None else folder / "rules.json"
+        self.entries: dict[str, Any] = {}
+        self.dirty = False
+        if self.path is not None:
+            try:
+                loaded = json.loads(self.path.read_text(encoding="utf-8"))
+                self.entries = loaded if isinstance(loaded, dict) else {}
+            except (OSError, ValueError, RecursionError):
+                self.entries = {}
+
+    def get(self, path: Path, raw: bytes) -> dict[str, Any]:
+        key = f"{path.resolve()}:{zlib.crc32(raw):08x}:{len(raw)}"
+        known = self.entries.get(key)
+        if isinstance(known, dict):
+            return dict(known)
+        data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+        try:
+            json.dumps(data)  # a TOML date has no JSON form: such a file is parsed each time
+        except (TypeError, ValueError):
+            return data
+        self.entries[key] = data
+        self.dirty = True
+        return data
+
+    def save(self) -> None:
+        if self.path is None or not self.dirty:
+            return
+        if len(self.entries) > MAX_CACHED_DOCUMENTS:  # edited rules leave old keys behind
+            self.entries = dict(list(self.entries.items())[-MAX_CACHED_DOCUMENTS // 2 :])
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_text(json.dumps(self.entries), encoding="utf-8")
+            temporary.replace(self.path)
+        except OSError:
+            pass

@@ -160,12 +160,14 @@ def _start_scan(inputs: EnvironmentInputs, config: Config) -> Callable[[], list[
     """The project scan, started now; its facts are added when the features are first read."""
     if not (inputs.scan and config.scan):
         return None
-    from attn_doctor.facts.project_scan import default_cache_dir, project_root, start_scan
+    from attn_doctor.facts.cache import cache_folder
+    from attn_doctor.facts.project_scan import project_root, start_scan
 
     root = inputs.project if inputs.project is not None else project_root(Path.cwd())
     if not root.is_dir():
         raise InputError(f"--project {root}", "not a folder")
-    wait = start_scan(root, tuple(config.exclude), default_cache_dir())
+    folder = cache_folder()
+    wait = start_scan(root, tuple(config.exclude), None if folder is None else folder / "scan")
 
     def facts() -> list[FeatureFact]:
         source = f"project scan of {root}"

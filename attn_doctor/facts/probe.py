@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from attn_doctor.facts import gpus, packages, system
+from attn_doctor.facts.cache import cache_folder
 from attn_doctor.facts.model import THIS_MACHINE, Environment
 
 
@@ -14,7 +15,7 @@ def probe_environment(site_paths: list[str] | None = None) -> tuple[Environment,
     ``site_paths`` replaces ``sys.path`` as the place to look for installed packages (another
     virtual environment's site-packages, say).
     """
-    nvcc = system.start_nvcc_probe()  # a child process: runs while the rest is read
+    nvcc = system.start_nvcc_probe(cache_folder())  # a child process: runs while the rest is read
     installed, torch_build, problems = packages.find_installed(site_paths or sys.path)
     gpu_list, gpu_source = gpus.probe_gpus()
     where = THIS_MACHINE if not site_paths else f"{THIS_MACHINE} ({', '.join(site_paths)})"

@@ -152,15 +152,6 @@ class ScanResult:
     truncated: bool = False  # MAX_FILES reached
 
 
-def default_cache_dir() -> Path | None:
-    """``$ATTN_DOCTOR_CACHE/scan``, else the user's cache folder; None turns caching off."""
-    base = os.environ.get("ATTN_DOCTOR_CACHE") or os.environ.get("XDG_CACHE_HOME")
-    if base:
-        return Path(base) / ("scan" if "ATTN_DOCTOR_CACHE" in os.environ else "attn-doctor/scan")
-    home = Path.home() if "HOME" in os.environ or os.name == "nt" else None
-    return None if home is None else home / ".cache" / "attn-doctor" / "scan"
-
-
 def project_root(start: Path) -> Path:
     """The top of the git work tree holding ``start``, or ``start`` itself."""
     for folder in (start, *start.parents):

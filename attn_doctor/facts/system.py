@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 TOOL_TIMEOUT_S = 5.0
 
@@ -43,12 +45,19 @@ def libc() -> str | None:
 
 
 class NvccProbe:
-    """``nvcc --version`` started at once and read later, so its 10-20 ms overlap other work."""
+    """``nvcc --version`` started at once and read later, so it overlaps other work; its answer is
+    cached by the binary's size and mtime (a toolkit does not change its version in place)."""
 
-    def __init__(self) -> None:
-        nvcc = shutil.which("nvcc")
+    def __init__(self, cache_dir: Path | None = None) -> None:
         self._child: subprocess.Popen[str] | None = None
-        if nvcc is not None:
+        self._known: str | None = None
+        self._cache = None if cache_dir is None else cache_dir / "nvcc.json"
+        nvcc = shutil.which("nvcc")
+        if nvcc is None:
+            return
+        self._key = _binary_key(nvcc)
+        self._known = self._cached()
+        if self._known is None:
             try:
                 self._child = subprocess.Popen(
                     [nvcc, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
@@ -58,8 +67,8 @@ class NvccProbe:
 
     def result(self) -> str | None:
         """The CUDA toolkit version; None when there is no nvcc (or it fails or hangs)."""
-        if self._child is None:
-            return None
+        if self._known is not None or self._child is None:
+            return self._known
         try:
             out, _ = self._child.communicate(timeout=TOOL_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -67,8 +76,38 @@ class NvccProbe:
             self._child.communicate()
             return None
         match = re.search(r"release (\d+\.\d+)", out or "")
-        return match.group(1) if match else None
+        version = match.group(1) if match else None
+        if version is not None:
+            self._remember(version)
+        return version
+
+    def _cached(self) -> str | None:
+        try:
+            data = json.loads(self._cache.read_text(encoding="utf-8")) if self._cache else {}
+            known = data.get(self._key) if isinstance(data, dict) else None
+        except (OSError, ValueError, RecursionError):
+            return None
+        return known if isinstance(known, str) and re.fullmatch(r"\d+\.\d+", known) else None
+
+    def _remember(self, version: str) -> None:
+        if self._cache is None:
+            return
+        try:
+            self._cache.parent.mkdir(parents=True, exist_ok=True)
+            temporary = self._cache.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_text(json.dumps({self._key: version}), encoding="utf-8")
+            temporary.replace(self._cache)
+        except OSError:
+            pass  # a read-only cache folder: ask nvcc again next time
 
 
-def start_nvcc_probe() -> NvccProbe:
-    return NvccProbe()
+def _binary_key(path: str) -> str:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return path
+    return f"{os.path.realpath(path)}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def start_nvcc_probe(cache_dir: Path | None = None) -> NvccProbe:
+    return NvccProbe(cache_dir)

@@ -178,7 +178,9 @@ def check(
     ] = 60.0,
 ) -> None:
     """Check this machine (or a target) against the rules database of known-bad combinations."""
+    from attn_doctor import check as checking
     from attn_doctor.config import FAIL_ON_LEVELS, project_config
+    from attn_doctor.engine.loader import database_path, load_rules
     from attn_doctor.facts.assemble import EnvironmentInputs, assemble
 
     _require_choice("--format", output_format, FORMATS)
@@ -187,10 +189,7 @@ def check(
     inputs = EnvironmentInputs(
         env_file, path, requirements, pin, gpu, feature, project_path, not no_scan, source
     )
-    env, fact_problems = assemble(inputs, project)  # the project scan goes on in a child meanwhile
-    from attn_doctor import check as checking
-    from attn_doctor.engine.loader import database_path, load_rules
-
+    env, fact_problems = assemble(inputs, project)
     ruleset = load_rules([database_path(), *rules], trust_database=True)
     if distributed:
         from attn_doctor.cluster.session import distributed_check

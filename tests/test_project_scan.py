@@ -150,11 +150,18 @@ def test_a_flash_attention_checkout_is_a_source_build(tmp_path: Path):
     write(tmp_path, "third_party/flash-attention/hopper/flash_fwd_kernel_sm90.h", "// kernel\n")
     write(tmp_path, "third_party/flash-attention/csrc/flash_attn/flash_api.cpp", "// api\n")
     found = features_of(tmp_path)
-    assert found["source_build"] == [
+    assert sorted(found["source_build"]) == [
         "third_party/flash-attention/csrc/flash_attn/flash_api.cpp:1",
         "third_party/flash-attention/hopper/flash_fwd_kernel_sm90.h:1",
     ]
     assert set(found) == {"source_build", "flash_attention_2", "flash_attention_3"}
+
+
+def test_a_source_tree_deeper_than_the_bound_is_not_looked_for(tmp_path: Path):
+    write(tmp_path, "a/b/c/flash-attention/hopper/flash_fwd_kernel_sm90.h", "// kernel\n")
+    assert "source_build" not in features_of(tmp_path)
+    write(tmp_path, "a/b/flash-attention/hopper/flash_fwd_kernel_sm90.h", "// kernel\n")
+    assert features_of(tmp_path)["source_build"] == ["a/b/flash-attention/hopper/flash_fwd_kernel_sm90.h:1"]
 
 
 def test_file_count_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -13,6 +13,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from attn_doctor.engine.schema import Rule
+from attn_doctor.facts.features import EVIDENT_FEATURES
 from attn_doctor.facts.model import Environment
 from attn_doctor.probes.observation import Observation, ProbeVerdict
 
@@ -88,10 +89,11 @@ def _conditions(rule: Rule, env: Environment) -> list[Reason]:
         reasons.append(_VERSION_CHECKS[key](spec, env))
     if affects.platform:
         reasons.append(_platform(affects.platform, env))
-    if affects.features:
+    # what costs a project scan or a snapshot read is asked only when it can still matter
+    if affects.features and not any(reason.holds is False for reason in reasons):
         reasons.append(_features(affects.features, env))
     decided = any(reason.holds is False for reason in reasons)
-    if affects.release_packages and not decided:  # the snapshot is read only when it can matter
+    if affects.release_packages and not decided:
         subject = affects.release_packages[0]
         if subject not in env.packages:
             return [*reasons, Reason("release", False, f"{subject} is not installed")]
@@ -218,8 +220,14 @@ def _platform(platforms: tuple[str, ...], env: Environment) -> Reason:
 
 
 def _features(features: tuple[str, ...], env: Environment) -> Reason:
-    """Not in use wins over unknown: "applies if you use X" only when nothing rules it out."""
-    states = {feature: env.features.state(feature) for feature in features}
+    """Not in use wins over unknown: "applies if you use X" only when nothing rules it out. The
+    features known from file names alone (a source tree) are asked first, and a feature not in use
+    ends the question before a project's contents are read."""
+    states: dict[str, tuple[bool | None, str]] = {}
+    for feature in sorted(features, key=lambda name: name not in EVIDENT_FEATURES):
+        states[feature] = env.features.state(feature)
+        if states[feature][0] is False:
+            break
     if refuted := [text for holds, text in states.values() if holds is False]:
         return Reason("features", False, "; ".join(refuted))
     if unknown := tuple(feature for feature, (holds, _) in states.items() if holds is None):

@@ -25,14 +25,13 @@ evidence, the rest ``Environment.origins``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from attn_doctor.config import Config
 from attn_doctor.errors import InputError
 from attn_doctor.facts import gpus, system
-from attn_doctor.facts.features import FeatureFact, FeatureSet
+from attn_doctor.facts.features import FEATURES, FeatureFact, FeatureSet
 from attn_doctor.facts.model import Environment, Package, torch_build_from_version
 from attn_doctor.facts.probe import probe_environment
 
@@ -64,7 +63,6 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
     if inputs.declares_target and inputs.site_paths:
         raise InputError("--path", "reads installed packages; a declared target (-r, --env-file) has none")
     site_paths = [_site_packages(path) for path in inputs.site_paths]
-    scan = _start_scan(inputs, config)  # a child process: runs while the rest is read
     problems: list[str] = []
     if inputs.declares_target:
         env = _declared_target(inputs)
@@ -83,7 +81,7 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
         source = "--gpu" if inputs.gpus else f"{config.path} [tool.attn-doctor] gpus"
         env.gpus = [gpus.target_gpu(spec, source) for spec in targets]
         env.gpu_source = "target"
-    env.features = _features(inputs, config, env.features, scan)
+    env.features = _features(inputs, config, env.features)
     return env, problems
 
 
@@ -140,9 +138,7 @@ def _over(env: Environment, packages: dict[str, Package]) -> Environment:
     return replace(env, packages={**env.packages, **packages}, torch_build=build, origins=origins)
 
 
-def _features(
-    inputs: EnvironmentInputs, config: Config, base: FeatureSet, scan: Callable[[], list[FeatureFact]] | None
-) -> FeatureSet:
+def _features(inputs: EnvironmentInputs, config: Config, base: FeatureSet) -> FeatureSet:
     if inputs.features is not None:
         features = FeatureSet.declare(inputs.features, "--feature")
     elif config.features is not None:
@@ -151,29 +147,31 @@ def _features(
         features = base
     for checkout in inputs.sources:
         features.add(FeatureFact("source_build", True, "--source", (str(checkout),)))
-    if scan is not None:
-        features.add_later(scan)
+    _add_project_scan(inputs, config, features)
     return features
 
 
-def _start_scan(inputs: EnvironmentInputs, config: Config) -> Callable[[], list[FeatureFact]] | None:
-    """The project scan, started now; its facts are added when the features are first read."""
+def _add_project_scan(inputs: EnvironmentInputs, config: Config, features: FeatureSet) -> None:
+    """The project scan, run when a feature's use is first asked: a machine where no rule needs a
+    feature (another condition already rules it out) reads no file. Whether a flash-attention
+    source tree is there needs only the walk, not the contents."""
     if not (inputs.scan and config.scan):
-        return None
+        return
     from attn_doctor.facts.cache import cache_folder
-    from attn_doctor.facts.project_scan import project_root, start_scan
+    from attn_doctor.facts.project_scan import SOURCE_TREE_FEATURES, Hit, ProjectScan, project_root
 
     root = inputs.project if inputs.project is not None else project_root(Path.cwd())
     if not root.is_dir():
         raise InputError(f"--project {root}", "not a folder")
     folder = cache_folder()
-    wait = start_scan(root, tuple(config.exclude), None if folder is None else folder / "scan")
+    scan = ProjectScan(root, tuple(config.exclude), None if folder is None else folder / "scan")
+    source = f"project scan of {root}"
 
-    def facts() -> list[FeatureFact]:
-        source = f"project scan of {root}"
-        return [FeatureFact(hit.feature, True, source, (hit.where,)) for hit in wait().hits]
+    def facts(hits: list[Hit]) -> list[FeatureFact]:
+        return [FeatureFact(hit.feature, True, source, (hit.where,)) for hit in hits]
 
-    return facts
+    features.add_later(lambda: facts(scan.source_trees()), SOURCE_TREE_FEATURES)
+    features.add_later(lambda: facts(scan.contents().hits), frozenset(FEATURES) - {"source_build"})
 
 
 def _site_packages(path: Path) -> tuple[Path, str]:

@@ -49,36 +49,41 @@ class FeatureFact:
     evidence: tuple[str, ...] = ()  # file:line where the project shows it, at most a few
 
 
+Provider = tuple[frozenset[str] | None, Callable[[], list[FeatureFact]]]
+
+
 class FeatureSet:
     """The feature facts of one environment. ``declared`` closes the world: a feature the user
-    did not list is not in use. ``pending`` yields facts still being gathered (the project scan
-    runs in a child process while the rest is read); they are added on first use."""
+    did not list is not in use. Facts that cost work to gather (the project scan) come from
+    providers, each run the first time a feature it can speak of is asked."""
 
-    def __init__(
-        self,
-        facts: dict[str, FeatureFact] | None = None,
-        declared: str | None = None,
-        pending: Callable[[], list[FeatureFact]] | None = None,
-    ) -> None:
+    def __init__(self, facts: dict[str, FeatureFact] | None = None, declared: str | None = None) -> None:
         self._facts = dict(facts or {})
         self.declared = declared  # where the declared list came from, if there is one
-        self._pending = pending
+        self._providers: list[Provider] = []
 
     @property
     def facts(self) -> dict[str, FeatureFact]:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            for fact in pending():
-                self.add(fact)
+        self._gather(None)
         return self._facts
 
-    def add_later(self, pending: Callable[[], list[FeatureFact]]) -> None:
-        earlier = self._pending
-        self._pending = pending if earlier is None else (lambda: [*earlier(), *pending()])
+    def add_later(
+        self, provider: Callable[[], list[FeatureFact]], speaks_of: frozenset[str] | None = None
+    ) -> None:
+        """``provider`` gives facts about ``speaks_of`` (every feature when None), when asked."""
+        self._providers.append((speaks_of, provider))
+
+    def _gather(self, name: str | None) -> None:
+        due = [p for p in self._providers if name is None or p[0] is None or name in p[0]]
+        self._providers = [p for p in self._providers if p not in due]
+        for _, provider in due:
+            for fact in provider():
+                self.add(fact)
 
     def state(self, name: str) -> tuple[bool | None, str]:
         """In use (True), not in use (False) or unknown (None), with the reason in words."""
-        fact = self.facts.get(name)
+        self._gather(name)
+        fact = self._facts.get(name)
         if fact is not None:
             where = f" ({', '.join(fact.evidence[:2])})" if fact.evidence else ""
             return fact.in_use, f"{name} {'in use' if fact.in_use else 'not in use'}: {fact.source}{where}"

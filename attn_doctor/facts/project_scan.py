@@ -18,13 +18,13 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_FILES = 20_000
 EVIDENCE_PER_FEATURE = 3
+SOURCE_TREE_DEPTH = 3  # a checkout at flash-attention/, third_party/flash-attention/, ... (not deeper)
 SUFFIXES = (".py", ".ipynb", ".yaml", ".yml", ".json", ".toml")
 SKIP_FOLDERS = {
     "node_modules",
@@ -162,75 +162,68 @@ def project_root(start: Path) -> Path:
 
 def scan_project(root: Path, exclude: tuple[str, ...] = (), cache_dir: Path | None = None) -> ScanResult:
     """Evidence per feature, at most EVIDENCE_PER_FEATURE each, in walk order."""
-    result = ScanResult(root=root)
-    cache = _Cache(cache_dir, root)
-    found: dict[str, list[str]] = {}
-    for relative, entry in _files(root, exclude):
-        if result.files_read >= MAX_FILES:
-            result.truncated = True
-            break
-        result.files_read += 1
-        hits = cache.get(relative, entry)
-        if hits is None:
-            hits = _scan_file(entry, relative)
-            cache.put(relative, entry, hits)
-        else:
-            result.cached += 1
-        for feature, line in hits:
-            found.setdefault(feature, [])
-            if len(found[feature]) < EVIDENCE_PER_FEATURE:
-                found[feature].append(f"{relative}:{line}")
-    cache.save()
-    result.hits = [Hit(feature, where) for feature, places in found.items() for where in places]
-    return result
+    return ProjectScan(root, exclude, cache_dir).result()
 
 
-def start_scan(root: Path, exclude: tuple[str, ...], cache_dir: Path | None) -> Callable[[], ScanResult]:
-    """``scan_project`` in a forked child, so it runs on another core while the caller reads the
-    rest of the facts and the rules; call the result to wait for it. Where there is no fork
-    (Windows), the scan runs in this process when the result is asked for."""
-    if not hasattr(os, "fork"):
-        return lambda: scan_project(root, exclude, cache_dir)
-    return _ForkedScan(root, exclude, cache_dir)
+SOURCE_TREE_FEATURES = frozenset(feature for features in SOURCE_TREE_MARKERS.values() for feature in features)
 
 
-class _ForkedScan:
-    """A child that scans and writes the result to a pipe as JSON; a failed child means the scan
-    runs again here, so a crash costs time, never facts."""
+class ProjectScan:
+    """One walk of the project, shared: a flash-attention source tree is known from file names
+    alone (``source_trees``); the other features need the files' contents (``result``)."""
 
-    def __init__(self, root: Path, exclude: tuple[str, ...], cache_dir: Path | None) -> None:
+    def __init__(self, root: Path, exclude: tuple[str, ...] = (), cache_dir: Path | None = None) -> None:
         self.root, self.exclude, self.cache_dir = root, exclude, cache_dir
-        self.read_end, write_end = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:
-            code = 1
-            try:
-                os.close(self.read_end)
-                result = scan_project(root, exclude, cache_dir)
-                payload = {"hits": [[h.feature, h.where] for h in result.hits], "files": result.files_read}
-                payload |= {"cached": result.cached, "truncated": result.truncated}
-                with os.fdopen(write_end, "wb") as pipe:
-                    pipe.write(json.dumps(payload).encode())
-                code = 0
-            finally:
-                os._exit(code)  # no atexit handlers, no buffered output of the parent's
-        os.close(write_end)
+        self._files: list[tuple[str, os.DirEntry[str]]] | None = None
 
-    def __call__(self) -> ScanResult:
-        with os.fdopen(self.read_end, "rb") as pipe:
-            data = pipe.read()
-        self.read_end = -1
-        _, status = os.waitpid(self.pid, 0)
-        if status != 0:
-            return scan_project(self.root, self.exclude, self.cache_dir)
-        payload = json.loads(data)
-        hits = [Hit(feature, where) for feature, where in payload["hits"]]
-        return ScanResult(self.root, hits, payload["files"], payload["cached"], payload["truncated"])
+    def files(self) -> list[tuple[str, os.DirEntry[str]]]:
+        if self._files is None:
+            self._files = _files(self.root, self.exclude)
+        return self._files
 
-    def __del__(self) -> None:
-        """Never waited for (the command failed first): close the pipe; the child ends by itself."""
-        if self.read_end >= 0:
-            os.close(self.read_end)
+    def source_trees(self) -> list[Hit]:
+        """The marker files of flash-attention checkouts up to SOURCE_TREE_DEPTH folders down:
+        only folders are listed and no file is read, so asking costs a few stats per folder."""
+        found, level = [], [(str(self.root), "")]
+        for _ in range(SOURCE_TREE_DEPTH + 1):
+            deeper = []
+            for folder, prefix in level:
+                for (parent, name), features in SOURCE_TREE_MARKERS.items():
+                    if os.path.isfile(os.path.join(folder, parent, name)):
+                        found += [Hit(feature, f"{prefix}{parent}/{name}:1") for feature in features]
+                deeper += _subfolders(folder, prefix, self.exclude)
+            level = deeper[:MAX_FILES]
+        return found
+
+    def result(self) -> ScanResult:
+        """Everything: the contents' evidence and the source trees."""
+        result = self.contents()
+        result.hits = [*self.source_trees(), *result.hits]
+        return result
+
+    def contents(self) -> ScanResult:
+        """The evidence in the files' contents (cached per file by size and mtime)."""
+        result = ScanResult(root=self.root)
+        cache = _Cache(self.cache_dir, self.root)
+        found: dict[str, list[str]] = {}
+        for relative, entry in self.files():
+            if result.files_read >= MAX_FILES:
+                result.truncated = True
+                break
+            result.files_read += 1
+            hits = cache.get(relative, entry)
+            if hits is None:
+                hits = _scan_file(entry, relative)
+                cache.put(relative, entry, hits)
+            else:
+                result.cached += 1
+            for feature, line in hits:
+                found.setdefault(feature, [])
+                if len(found[feature]) < EVIDENCE_PER_FEATURE:
+                    found[feature].append(f"{relative}:{line}")
+        cache.save()
+        result.hits = [Hit(feature, where) for feature, places in found.items() for where in places]
+        return result
 
 
 def _files(root: Path, exclude: tuple[str, ...]) -> list[tuple[str, os.DirEntry[str]]]:
@@ -269,6 +262,26 @@ def _files(root: Path, exclude: tuple[str, ...]) -> list[tuple[str, os.DirEntry[
     return out
 
 
+def _subfolders(folder: str, prefix: str, exclude: tuple[str, ...]) -> list[tuple[str, str]]:
+    try:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return []
+    names = {entry.name for entry in entries}
+    if prefix and (
+        "pyvenv.cfg" in names or "conda-meta" in names or any(n.endswith(".dist-info") for n in names)
+    ):
+        return []
+    return [
+        (entry.path, f"{prefix}{entry.name}/")
+        for entry in entries
+        if _worth_entering(entry.name)
+        and not (exclude and _excluded(prefix + entry.name, exclude))
+        and entry.is_dir(follow_symlinks=False)
+    ]
+
+
 def _worth_entering(name: str) -> bool:
     return not name.startswith(".") and name not in SKIP_FOLDERS and not name.endswith(".egg-info")
 
@@ -278,9 +291,8 @@ def _excluded(relative: str, exclude: tuple[str, ...]) -> bool:
 
 
 def _scan_file(entry: os.DirEntry[str], relative: str) -> list[tuple[str, int]]:
-    folder_and_name = (Path(relative).parent.name, entry.name)
-    if folder_and_name in SOURCE_TREE_MARKERS:
-        return [(feature, 1) for feature in SOURCE_TREE_MARKERS[folder_and_name]]
+    if (Path(relative).parent.name, entry.name) in SOURCE_TREE_MARKERS:
+        return []  # a marker's evidence is its name (ProjectScan.source_trees), not its text
     try:
         if entry.stat().st_size > MAX_FILE_BYTES:
             return []

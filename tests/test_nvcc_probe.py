@@ -19,8 +19,7 @@ def fake_nvcc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     def install(release: str) -> Path:
         script = bin_dir / "nvcc"
         script.write_text(
-            f"#!/bin/sh\necho x >> {runs}\n"
-            f"echo 'Cuda compilation tools, release {release}, V{release}.41'\n"
+            f"#!/bin/sh\necho x >> {runs}\necho 'Cuda compilation tools, release {release}, V{release}.41'\n"
         )
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
         return script

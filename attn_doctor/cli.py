@@ -127,6 +127,15 @@ ProjectOption = Annotated[
 NoScanOption = Annotated[
     bool, typer.Option("--no-scan", help="Do not scan the project; only declared features count.")
 ]
+PythonOption = Annotated[
+    str | None, typer.Option("--python", help="A declared target's Python, e.g. 3.12 (default: this one's).")
+]
+PlatformOption = Annotated[
+    str | None,
+    typer.Option(
+        "--platform", help="A declared target's platform: linux (default), linux-aarch64, windows, darwin."
+    ),
+]
 ProbeTimeoutOption = Annotated[
     float, typer.Option("--probe-timeout", help="Seconds before a probe counts as hung.")
 ]
@@ -144,6 +153,8 @@ def check(
     config: ConfigOption = None,
     project_path: ProjectOption = None,
     no_scan: NoScanOption = False,
+    python: PythonOption = None,
+    target_platform: PlatformOption = None,
     rules: RulesOption = [],  # noqa: B006
     output_format: Annotated[
         str, typer.Option("--format", "-f", help=f"One of {', '.join(FORMATS)}.")
@@ -187,7 +198,17 @@ def check(
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = project_config(config, project_path)
     inputs = EnvironmentInputs(
-        env_file, path, requirements, pin, gpu, feature, project_path, not no_scan, source
+        env_file,
+        path,
+        requirements,
+        pin,
+        gpu,
+        feature,
+        project_path,
+        not no_scan,
+        source,
+        python,
+        target_platform,
     )
     env, fact_problems = assemble(inputs, project)
     ruleset = load_rules([database_path(), *rules], trust_database=True)
@@ -358,6 +379,8 @@ def report(
     config: ConfigOption = None,
     project_path: ProjectOption = None,
     no_scan: NoScanOption = False,
+    python: PythonOption = None,
+    target_platform: PlatformOption = None,
     live_probes: Annotated[
         bool, typer.Option("--probe", help="Also run the live probes (as check --probe).")
     ] = False,
@@ -375,7 +398,19 @@ def report(
     from attn_doctor.report.issue import IssueInputs, render
     from attn_doctor.report.repro_file import load_repro_results
 
-    what_if = EnvironmentInputs(env_file, path, requirements, pin, gpu, feature, project_path, not no_scan)
+    what_if = EnvironmentInputs(
+        env_file,
+        path,
+        requirements,
+        pin,
+        gpu,
+        feature,
+        project_path,
+        not no_scan,
+        [],
+        python,
+        target_platform,
+    )
     repro_results = [] if repro_json is None else load_repro_results(repro_json)
     inputs = IssueInputs(what_if, config, live_probes, repro_json, repro_results)
     project = project_config(config, project_path)
@@ -408,6 +443,8 @@ def fix(
     config: ConfigOption = None,
     project_path: ProjectOption = None,
     no_scan: NoScanOption = False,
+    python: PythonOption = None,
+    target_platform: PlatformOption = None,
     rules: RulesOption = [],  # noqa: B006
     fail_on: Annotated[
         str | None,
@@ -427,7 +464,19 @@ def fix(
     _require_choice("--format", output_format, ("text", "json"))
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = project_config(config, project_path)
-    inputs = EnvironmentInputs(env_file, path, requirements, pin, gpu, feature, project_path, not no_scan)
+    inputs = EnvironmentInputs(
+        env_file,
+        path,
+        requirements,
+        pin,
+        gpu,
+        feature,
+        project_path,
+        not no_scan,
+        [],
+        python,
+        target_platform,
+    )
     plan = run_fix(inputs, project, rules, fail_on)
     if output is not None:
         fix_report.write_constraints(plan, output)
@@ -450,6 +499,8 @@ def explain(
     config: ConfigOption = None,
     project_path: ProjectOption = None,
     no_scan: NoScanOption = False,
+    python: PythonOption = None,
+    target_platform: PlatformOption = None,
     rules: RulesOption = [],  # noqa: B006
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich or json.")] = "rich",
 ) -> None:
@@ -463,7 +514,19 @@ def explain(
     from attn_doctor.report import explain_report
 
     _require_choice("--format", output_format, ("rich", "json"))
-    inputs = EnvironmentInputs(env_file, path, requirements, pin, gpu, feature, project_path, not no_scan)
+    inputs = EnvironmentInputs(
+        env_file,
+        path,
+        requirements,
+        pin,
+        gpu,
+        feature,
+        project_path,
+        not no_scan,
+        [],
+        python,
+        target_platform,
+    )
     result = run_explain(log, inputs, project_config(config, project_path), rules)
     render = explain_report.to_json if output_format == "json" else explain_report.to_text
     sys.stdout.write(render(result))

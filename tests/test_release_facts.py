@@ -165,3 +165,27 @@ def test_a_wheel_built_against_a_torch_nightly_is_no_wheel_for_the_release(tmp_p
     target = requirements(tmp_path, "torch==2.6.0+cu124", "flash-attn==2.7.3")
     _, document = check("-r", target, "--gpu", "A100")
     assert finding(document, "flash-attn-no-prebuilt-wheel-for-torch")["verdict"] == "affected"
+
+
+def test_python_and_platform_choose_the_markers_read(tmp_path):
+    """torch 2.5.1 pins triton only on Linux x86_64 for Python < 3.13 (its metadata's markers)."""
+    target = requirements(tmp_path, "torch==2.5.1")
+    assert "triton" in check("-r", target, "--python", "3.12")[1]["environment"]["packages"]
+    assert "triton" not in check("-r", target, "--python", "3.13")[1]["environment"]["packages"]
+    assert "triton" not in check("-r", target, "--platform", "windows")[1]["environment"]["packages"]
+    env = check("-r", target, "--platform", "linux-aarch64")[1]["environment"]
+    assert (env["platform"], env["machine"], env["origins"]["machine"]) == ("linux", "aarch64", "--platform")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--python", "3.12"), "--python: describes a declared target"),
+        (("-r", "REQ", "--python", "three"), "--python 'three': expected a Python version"),
+        (("-r", "REQ", "--platform", "solaris"), "--platform 'solaris': expected one of linux"),
+    ],
+)
+def test_python_and_platform_are_checked(tmp_path, args, needle):
+    target = requirements(tmp_path, "torch==2.5.1")
+    result = cli("check", *[str(target) if a == "REQ" else a for a in args])
+    assert result.exit_code == 2 and needle in result.stderr

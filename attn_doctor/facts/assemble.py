@@ -25,6 +25,7 @@ evidence, the rest ``Environment.origins``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -49,6 +50,8 @@ class EnvironmentInputs:
     project: Path | None = None  # --project; default: the git work tree holding the cwd
     scan: bool = True  # --no-scan turns the project scan off
     sources: list[Path] = field(default_factory=list)  # --source: flash-attention checkouts
+    python: str | None = None  # --python: the declared target's Python (default: the runner's)
+    platform: str | None = None  # --platform: linux[-x86_64|-aarch64], windows, darwin[-arm64]
 
     @property
     def declares_target(self) -> bool:
@@ -60,6 +63,9 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
 
     Raises InputError for a bad input of the user's own (a file, a pin, a GPU, a feature name).
     """
+    if (inputs.python or inputs.platform) and not inputs.declares_target:
+        option = "--python" if inputs.python else "--platform"
+        raise InputError(option, "describes a declared target (-r, --env-file); this machine is probed")
     if inputs.declares_target and inputs.site_paths:
         raise InputError("--path", "reads installed packages; a declared target (-r, --env-file) has none")
     site_paths = [_site_packages(path) for path in inputs.site_paths]
@@ -102,6 +108,7 @@ def _declared_target(inputs: EnvironmentInputs) -> Environment:
                 "machine": "default target platform (the requirements do not state it)",
             },
         )
+    _target_platform(env, inputs)
     declared: dict[str, Package] = {}
     for path in inputs.requirements:
         declared.update(whatif.parse_requirements(path))
@@ -111,6 +118,33 @@ def _declared_target(inputs: EnvironmentInputs) -> Environment:
         env.target = f"{names} ({len(declared)} packages)" if inputs.env_file is None else env.target
         env = _over(env, declared)
     return env
+
+
+PLATFORMS = {
+    "linux": ("linux", "x86_64"),
+    "linux-x86_64": ("linux", "x86_64"),
+    "linux-aarch64": ("linux", "aarch64"),
+    "windows": ("windows", "AMD64"),
+    "windows-amd64": ("windows", "AMD64"),
+    "darwin": ("darwin", "arm64"),
+    "darwin-arm64": ("darwin", "arm64"),
+    "darwin-x86_64": ("darwin", "x86_64"),
+}
+
+
+def _target_platform(env: Environment, inputs: EnvironmentInputs) -> None:
+    """``--python`` and ``--platform``: what markers in the target's requirements are read for."""
+    if inputs.python is not None:
+        if not re.fullmatch(r"3\.\d{1,2}(\.\d{1,2})?", inputs.python):
+            raise InputError(
+                f"--python {inputs.python!r}", "expected a Python version such as 3.11 or 3.12.4"
+            )
+        env.python, env.origins["python"] = inputs.python, "--python"
+    if inputs.platform is not None:
+        if inputs.platform not in PLATFORMS:
+            raise InputError(f"--platform {inputs.platform!r}", f"expected one of {', '.join(PLATFORMS)}")
+        env.platform, env.machine = PLATFORMS[inputs.platform]
+        env.origins["platform"] = env.origins["machine"] = "--platform"
 
 
 def _with_pins(env: Environment, pins: list[str]) -> Environment:

@@ -189,3 +189,26 @@ def test_python_and_platform_are_checked(tmp_path, args, needle):
     target = requirements(tmp_path, "torch==2.5.1")
     result = cli("check", *[str(target) if a == "REQ" else a for a in args])
     assert result.exit_code == 2 and needle in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("torch", "cuda", "driver", "verdict"),
+    [
+        ("2.5.1+cu121", "12.1", "520.61.05", "affected"),  # a CUDA 11 driver
+        ("2.5.1+cu121", "12.1", "525.60.13", "not-affected"),  # NVIDIA's minimum for 12.x
+        ("2.11.0+cu130", "13.0", "575.57.08", "affected"),  # a CUDA 12 driver
+        ("2.11.0+cu130", "13.0", "580.159.04", "not-affected"),
+        ("2.1.0+cu118", "11.8", "450.80.02", "not-affected"),
+    ],
+)
+def test_driver_against_the_table(tmp_path, torch, cuda, driver, verdict):
+    document = json.loads((Path(__file__).parent / "fixtures/healthy/h100-device.json").read_text())
+    document["packages"]["torch"]["version"] = torch
+    document["torch_build"]["cuda"] = cuda
+    document["gpus"][0]["driver"] = driver
+    env_file = tmp_path / "env.json"
+    env_file.write_text(json.dumps(document))
+    found = finding(check("--env-file", env_file)[1], "cuda-driver-too-old-for-torch")
+    assert found["verdict"] == verdict
+    if verdict == "affected":
+        assert f"NVIDIA driver {driver} is older than the minimum for CUDA {cuda.split('.')[0]}.x" in json.dumps(found)

@@ -31,7 +31,37 @@ def reasons(affects: Affects, env: Environment, facts: ReleaseFacts | None = Non
         found.append(prebuilt_wheel_missing(affects.prebuilt_wheel_missing, env, facts))
     if affects.prebuilt_wheel_lacks_gpu is not None:
         found.append(prebuilt_wheel_lacks_gpu(affects.prebuilt_wheel_lacks_gpu, env, facts))
+    if affects.driver_below_cuda_minimum:
+        found.append(driver_below_cuda_minimum(env, facts))
     return found
+
+
+def driver_below_cuda_minimum(env: Environment, facts: ReleaseFacts) -> Reason:
+    """Holds when the NVIDIA driver is older than NVIDIA's minimum for torch's CUDA major release."""
+    if env.torch_build is None or env.torch_build.cuda is None:
+        known = env.torch_build is not None
+        return Reason(RELEASE, False if known else None, "torch's build is not a known CUDA build")
+    drivers = sorted({gpu.driver for gpu in env.gpus if gpu.driver}, key=_driver_key)
+    if not drivers:
+        if env.gpu_source == "none":
+            return Reason(RELEASE, False, "no NVIDIA GPU, so no NVIDIA driver in use")
+        return Reason(RELEASE, None, "NVIDIA driver version unknown")
+    major = env.torch_build.cuda.split(".")[0]
+    minimum = facts.minimum_driver(major, env.platform or "linux")
+    if minimum is None:
+        return Reason(RELEASE, None, f"no minimum driver known for CUDA {major}.x on {env.platform}")
+    oldest = drivers[0]
+    holds = _driver_key(oldest) < _driver_key(minimum)
+    relation = "is older than" if holds else "meets"
+    text = (
+        f"NVIDIA driver {oldest} {relation} the minimum for CUDA {major}.x ({minimum}; "
+        f"torch is built with CUDA {env.torch_build.cuda})"
+    )
+    return Reason(RELEASE, holds, text, suggestion=f"an NVIDIA driver >= {minimum}" if holds else None)
+
+
+def _driver_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
 
 
 def _not_known(facts: ReleaseFacts, package: Package) -> Reason:

@@ -46,7 +46,12 @@ _TOP_KEYS = {
     "affects",
     "fix",
 }
-RELEASE_CONDITIONS = ("requirement_unmet", "prebuilt_wheel_missing", "prebuilt_wheel_lacks_gpu")
+RELEASE_CONDITIONS = (
+    "requirement_unmet",
+    "prebuilt_wheel_missing",
+    "prebuilt_wheel_lacks_gpu",
+    "driver_below_cuda_minimum",
+)
 PREBUILT_WHEEL_PACKAGES = ("flash-attn",)
 _AFFECTS_KEYS = {"packages", "platform", "features", *VERSION_CONDITIONS, *RELEASE_CONDITIONS}
 _FIX_KEYS = {"summary", "pins"}
@@ -62,6 +67,7 @@ class Affects:
     requirement_unmet: tuple[str, tuple[str, ...]] | None = None  # (package, the packages it requires)
     prebuilt_wheel_missing: str | None = None  # a package whose release has no wheel for this torch
     prebuilt_wheel_lacks_gpu: str | None = None  # its wheel for this torch has no code for the GPU
+    driver_below_cuda_minimum: bool = False  # the driver is older than NVIDIA's minimum for torch's CUDA
 
     @property
     def release_packages(self) -> tuple[str, ...]:
@@ -69,6 +75,8 @@ class Affects:
         read = []
         if self.requirement_unmet is not None:
             read += [self.requirement_unmet[0], *self.requirement_unmet[1]]
+        if self.driver_below_cuda_minimum:
+            read.append("torch")
         for package in (self.prebuilt_wheel_missing, self.prebuilt_wheel_lacks_gpu):
             if package is not None:
                 read += [package, "torch"]
@@ -240,7 +248,19 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
         prebuilt_wheel_lacks_gpu=_prebuilt_wheel(
             value.get("prebuilt_wheel_lacks_gpu"), "lacks_gpu", problems
         ),
+        driver_below_cuda_minimum=_flag(
+            value.get("driver_below_cuda_minimum"), "driver_below_cuda_minimum", problems
+        ),
     )
+
+
+def _flag(value: Any, key: str, problems: _Problems) -> bool:
+    if value is None:
+        return False
+    if value is not True:
+        problems.add(f"affects.{key}", "must be true (or left out)")
+        return False
+    return True
 
 
 def _requirement_unmet(value: Any, problems: _Problems) -> tuple[str, tuple[str, ...]] | None:

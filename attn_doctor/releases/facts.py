@@ -148,6 +148,18 @@ class ReleaseFacts:
             for w in entry["wheels"]
         ]
 
+    @functools.cached_property
+    def _drivers(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(
+            (Path(__file__).parent / "cuda_drivers.json").read_text(encoding="utf-8")
+        )
+        return data
+
+    def minimum_driver(self, cuda_major: str, platform: str) -> str | None:
+        """NVIDIA's minimum driver for a CUDA major release on ``platform`` (linux, windows)."""
+        value = self._drivers["minimum_driver"].get(cuda_major, {}).get(platform)
+        return None if value is None else str(value)
+
     def flash_attn_versions(self) -> list[str]:
         """The releases with a known build matrix that were published on the registry (a tag such
         as v2.7.0 has a matrix, but only 2.7.0.post2 was published)."""

@@ -454,6 +454,9 @@ def fix(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Also write the versions as a constraints file.")
     ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also say why each alternative was not proposed.")
+    ] = False,
 ) -> None:
     """The fewest version changes that clear the failing findings, as a pip command. Installs nothing."""
     from attn_doctor.config import FAIL_ON_LEVELS, project_config
@@ -480,7 +483,7 @@ def fix(
     plan = run_fix(inputs, project, rules, fail_on)
     if output is not None:
         fix_report.write_constraints(plan, output)
-    sys.stdout.write(fix_report.render(plan, output_format, output))
+    sys.stdout.write(fix_report.render(plan, output_format, output, verbose))
     for problem in plan.before.problems:
         _error(problem)
     raise typer.Exit(plan.exit_code)

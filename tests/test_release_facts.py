@@ -211,4 +211,21 @@ def test_driver_against_the_table(tmp_path, torch, cuda, driver, verdict):
     found = finding(check("--env-file", env_file)[1], "cuda-driver-too-old-for-torch")
     assert found["verdict"] == verdict
     if verdict == "affected":
-        assert f"NVIDIA driver {driver} is older than the minimum for CUDA {cuda.split('.')[0]}.x" in json.dumps(found)
+        major = cuda.split(".")[0]
+        assert f"NVIDIA driver {driver} is older than the minimum for CUDA {major}.x" in json.dumps(found)
+
+
+def test_fix_says_why_each_alternative_was_not_proposed(tmp_path):
+    target = requirements(tmp_path, "torch==2.5.1+cu121", "flash-attn==2.6.3", "transformers==4.51.0")
+    args = ("fix", "--no-scan", "-r", target, "--gpu", "A100", "--fail-on", "warning")
+    text = cli(*args, "-v").stdout
+    assert "pip install 'flash-attn==2.7.0.post2'" in text
+    assert (
+        "  torch==2.8: triggers flash-attn-no-prebuilt-wheel-for-torch (flash-attn 2.7.0.post2 has no "
+        "prebuilt wheel for torch 2.8 with CUDA 12" in text
+    )
+    plan = json.loads(cli(*args, "--format", "json").stdout)
+    rejected = {(r["package"], r["version"]): r["reason"] for r in plan["rejected"]}
+    no_wheel = "triggers flash-attn-no-prebuilt-wheel-for-torch"
+    assert rejected[("flash-attn", "2.6.0.post1")].startswith(no_wheel)
+    assert "Not proposed:" not in cli(*args).stdout  # only with -v

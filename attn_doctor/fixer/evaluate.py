@@ -10,6 +10,7 @@ from attn_doctor.engine.matcher import Verdict, match
 from attn_doctor.engine.schema import Rule
 from attn_doctor.facts.model import Environment
 
+IMPLIED = "implied by "  # the origin of a package a requirements target implies (facts/implied.py)
 Versions = Mapping[str, str]  # package (the rules' name) -> version
 
 
@@ -26,7 +27,16 @@ def with_versions(env: Environment, versions: Versions) -> Environment:
         for name, version in versions.items()
     }
     source = "fix: " + " ".join(f"{name}=={version}" for name, version in sorted(versions.items()))
-    return replace(env.with_packages(overrides, source), torch_build=env.torch_build)
+    changed = replace(env.with_packages(overrides, source), torch_build=env.torch_build)
+    implied = [name for name, package in changed.packages.items() if package.origin.startswith(IMPLIED)]
+    if not implied:
+        return changed
+    # what a requirements target implies follows what it states: pip installs the new pins
+    from attn_doctor.facts.implied import complete
+    from attn_doctor.releases.facts import snapshot
+
+    stated = {name: p for name, p in changed.packages.items() if name not in implied or name in versions}
+    return complete(replace(changed, packages=stated, origins=dict(changed.origins)), snapshot())
 
 
 class Evaluator:

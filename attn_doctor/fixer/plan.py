@@ -6,7 +6,7 @@ The search runs on memoized verdicts; the plan is then checked again with `check
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -21,9 +21,10 @@ from attn_doctor.check import (
 )
 from attn_doctor.config import Config
 from attn_doctor.engine.loader import RuleSet, database_path, load_rules
-from attn_doctor.engine.matcher import Finding, Verdict
+from attn_doctor.engine.matcher import Finding, Verdict, match
 from attn_doctor.engine.schema import Rule
 from attn_doctor.facts.assemble import EnvironmentInputs, assemble
+from attn_doctor.facts.model import Environment
 from attn_doctor.fixer.candidates import Candidate, candidates, named_versions, suggested_versions
 from attn_doctor.fixer.evaluate import Evaluator, with_versions
 from attn_doctor.fixer.search import Outcome, bound, search
@@ -63,6 +64,15 @@ class Stay:
     reason: str
 
 
+@dataclass(frozen=True)
+class Rejected:
+    """A version the search tried and did not propose, and why."""
+
+    package: str
+    version: str
+    reason: str
+
+
 @dataclass
 class FixPlan:
     before: CheckResult
@@ -73,6 +83,7 @@ class FixPlan:
     searched: list[str]  # the packages the search could change
     evaluated: int
     bounded: bool
+    rejected: list[Rejected] = field(default_factory=list)  # the alternatives, and why not
 
     @property
     def exit_code(self) -> int:
@@ -122,7 +133,38 @@ def plan_fix(before: CheckResult, ruleset: RuleSet, config: Config) -> FixPlan:
         searched=searched,
         evaluated=result.evaluated,
         bounded=result.bounded,
+        rejected=_rejected(options, result.best, evaluator, env),
     )
+
+
+def _rejected(
+    options: dict[str, list[Candidate]], best: Outcome, evaluator: Evaluator, env: Environment
+) -> list[Rejected]:
+    """Each candidate the plan does not use, tried on top of the plan: what it would break (with
+    the rule's own reason for these versions), or that it clears nothing the plan does not."""
+    chosen = {change.package: change.version for change in best.changes}
+    rejected = []
+    for package, candidates_of in options.items():
+        for candidate in candidates_of:
+            if chosen.get(package) == candidate.version:
+                continue
+            versions = {**best.versions, package: candidate.version}
+            broken = sorted(evaluator.failing(versions) - best.failing)
+            if broken:
+                what = with_versions(env, versions)
+                reasons = [_holding_reason(evaluator.rules[rule_id], what) for rule_id in broken]
+                why = "; ".join(f"triggers {rule_id} ({reason})" for rule_id, reason in zip(broken, reasons))
+            else:
+                why = "clears nothing more than the plan, with a larger change"
+            rejected.append(Rejected(package, candidate.version, why))
+    return rejected
+
+
+def _holding_reason(rule: Rule, env: Environment) -> str:
+    """The most telling condition that holds: a release fact's sentence, else the first one."""
+    reasons = [r for r in match(rule, env).reasons if r.holds]
+    release = [r.text for r in reasons if r.condition == "release"]
+    return (release or [r.text for r in reasons] or [rule.title])[0]
 
 
 def _changeable(result: CheckResult) -> dict[str, Version]:

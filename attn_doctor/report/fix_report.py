@@ -21,13 +21,15 @@ def pip_command(plan: FixPlan) -> str | None:
     return "pip install " + " ".join(f"'{change.requirement}'" for change in plan.changes)
 
 
-def render(plan: FixPlan, output_format: str, constraints_file: Path | None = None) -> str:
+def render(
+    plan: FixPlan, output_format: str, constraints_file: Path | None = None, verbose: bool = False
+) -> str:
     if output_format == "json":
         return to_json(plan, constraints_file)
-    return to_text(plan, constraints_file)
+    return to_text(plan, constraints_file, verbose)
 
 
-def to_text(plan: FixPlan, constraints_file: Path | None = None) -> str:
+def to_text(plan: FixPlan, constraints_file: Path | None = None, verbose: bool = False) -> str:
     before, fail_on = plan.before, plan.before.fail_on
     failing = len(before.failing())
     lines = [f"attn-doctor fix (target: {before.environment.target})"]
@@ -61,6 +63,9 @@ def to_text(plan: FixPlan, constraints_file: Path | None = None) -> str:
     if plan.searched:
         bound = ", stopped at its bound" if plan.bounded else ""
         lines += ["", f"Searched {', '.join(plan.searched)}: {plan.evaluated} combinations{bound}."]
+    if verbose and plan.rejected:
+        lines += ["", "Not proposed:"]
+        lines += [f"  {r.package}=={r.version}: {r.reason}" for r in plan.rejected]
     if constraints_file is not None:
         lines.append(f"Constraints written to {constraints_file}.")
     return "\n".join(lines) + "\n"
@@ -103,6 +108,7 @@ def to_json(plan: FixPlan, constraints_file: Path | None = None) -> str:
         ],
         "unknown": [f.rule.id for f in plan.unknown],
         "search": {"packages": plan.searched, "evaluated": plan.evaluated, "bounded": plan.bounded},
+        "rejected": [{"package": r.package, "version": r.version, "reason": r.reason} for r in plan.rejected],
         "problems": plan.before.problems,
         "exit_code": plan.exit_code,
     }

@@ -192,12 +192,12 @@ def check(
     from attn_doctor import check as checking
     from attn_doctor.config import FAIL_ON_LEVELS, project_config
     from attn_doctor.engine.loader import database_path, load_rules
-    from attn_doctor.facts.assemble import EnvironmentInputs, assemble
+    from attn_doctor.facts.assemble import assemble, target
 
     _require_choice("--format", output_format, FORMATS)
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = project_config(config, project_path)
-    inputs = EnvironmentInputs(
+    inputs = target(
         env_file,
         path,
         requirements,
@@ -205,10 +205,10 @@ def check(
         gpu,
         feature,
         project_path,
-        not no_scan,
-        source,
+        no_scan,
         python,
         target_platform,
+        source,
     )
     env, fact_problems = assemble(inputs, project)
     ruleset = load_rules([database_path(), *rules], trust_database=True)
@@ -394,22 +394,12 @@ def report(
     from attn_doctor import check as checking
     from attn_doctor.config import project_config
     from attn_doctor.engine.loader import load_rules
-    from attn_doctor.facts.assemble import EnvironmentInputs, assemble
+    from attn_doctor.facts.assemble import assemble, target
     from attn_doctor.report.issue import IssueInputs, render
     from attn_doctor.report.repro_file import load_repro_results
 
-    what_if = EnvironmentInputs(
-        env_file,
-        path,
-        requirements,
-        pin,
-        gpu,
-        feature,
-        project_path,
-        not no_scan,
-        [],
-        python,
-        target_platform,
+    what_if = target(
+        env_file, path, requirements, pin, gpu, feature, project_path, no_scan, python, target_platform
     )
     repro_results = [] if repro_json is None else load_repro_results(repro_json)
     inputs = IssueInputs(what_if, config, live_probes, repro_json, repro_results)
@@ -460,25 +450,15 @@ def fix(
 ) -> None:
     """The fewest version changes that clear the failing findings, as a pip command. Installs nothing."""
     from attn_doctor.config import FAIL_ON_LEVELS, project_config
-    from attn_doctor.facts.assemble import EnvironmentInputs
+    from attn_doctor.facts.assemble import target
     from attn_doctor.fixer.plan import run_fix
     from attn_doctor.report import fix_report
 
     _require_choice("--format", output_format, ("text", "json"))
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = project_config(config, project_path)
-    inputs = EnvironmentInputs(
-        env_file,
-        path,
-        requirements,
-        pin,
-        gpu,
-        feature,
-        project_path,
-        not no_scan,
-        [],
-        python,
-        target_platform,
+    inputs = target(
+        env_file, path, requirements, pin, gpu, feature, project_path, no_scan, python, target_platform
     )
     plan = run_fix(inputs, project, rules, fail_on)
     if output is not None:
@@ -513,22 +493,12 @@ def explain(
     """
     from attn_doctor.config import project_config
     from attn_doctor.explain import explain as run_explain
-    from attn_doctor.facts.assemble import EnvironmentInputs
+    from attn_doctor.facts.assemble import target
     from attn_doctor.report import explain_report
 
     _require_choice("--format", output_format, ("rich", "json"))
-    inputs = EnvironmentInputs(
-        env_file,
-        path,
-        requirements,
-        pin,
-        gpu,
-        feature,
-        project_path,
-        not no_scan,
-        [],
-        python,
-        target_platform,
+    inputs = target(
+        env_file, path, requirements, pin, gpu, feature, project_path, no_scan, python, target_platform
     )
     result = run_explain(log, inputs, project_config(config, project_path), rules)
     render = explain_report.to_json if output_format == "json" else explain_report.to_text

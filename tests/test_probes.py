@@ -141,12 +141,12 @@ def test_repro_of_a_rule_with_only_a_probe_runs_the_probe(site: Site) -> None:
 
 @pytest.mark.parametrize(
     ("fixture", "verdict", "exit_code"),
-    [("2a204125", "affected-by-probe", 1), ("ed53b5fc", "not-affected-by-probe", 0)],
+    [("affected", "affected-by-probe", 1), ("fixed", "not-affected-by-probe", 0)],
 )
 def test_check_source_scans_a_checkout_before_the_build(
     tmp_path: Path, fixture: str, verdict: str, exit_code: int
 ) -> None:
-    kernel = REPO / "tests" / "probes" / "fixtures" / "fa3" / f"flash_fwd_kernel_sm90.{fixture}.h"
+    kernel = REPO / "tests" / "probes" / "fixtures" / "fa3" / f"{fixture}.h"
     (tmp_path / "hopper").mkdir()
     (tmp_path / "hopper" / "flash_fwd_kernel_sm90.h").write_text(kernel.read_text())
     result = cli(

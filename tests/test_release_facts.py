@@ -229,3 +229,21 @@ def test_fix_says_why_each_alternative_was_not_proposed(tmp_path):
     no_wheel = "triggers flash-attn-no-prebuilt-wheel-for-torch"
     assert rejected[("flash-attn", "2.6.0.post1")].startswith(no_wheel)
     assert "Not proposed:" not in cli(*args).stdout  # only with -v
+
+
+@pytest.mark.parametrize(
+    ("triton", "gpu", "verdict", "needle"),
+    [
+        ("3.2.0", "RTX 5090", "affected", "triton 3.2.0 bundles ptxas 12.4.99, which has no sm_120"),
+        ("3.3.0", "RTX 5090", "not-affected", "bundled ptxas knows every GPU here"),  # its Blackwell ptxas
+        ("3.5.0", "sm_121", "affected", "triton 3.5.0 bundles ptxas 12.8.93, which has no sm_121"),
+        ("3.6.0", "sm_121", "not-affected", "bundled ptxas knows every GPU here"),
+        ("3.2.0", "H100", "not-affected", "bundled ptxas knows every GPU here"),
+    ],
+)
+def test_triton_bundled_ptxas_against_the_gpu(tmp_path, triton, gpu, verdict, needle):
+    target = requirements(tmp_path, "torch==2.6.0+cu126", f"triton=={triton}")
+    found = finding(check("-r", target, "--gpu", gpu)[1], "triton-bundled-ptxas-lacks-gpu-arch")
+    assert found["verdict"] == verdict and needle in json.dumps(found)
+    if verdict == "affected" and triton == "3.2.0":
+        assert "triton==3.3.0 (bundles a ptxas with sm_120)" in json.dumps(found)

@@ -1,7 +1,9 @@
 """tools/refresh_release_facts.py, offline: recorded registry answers, recorded publish.yml files,
-the flash-attention mirror where this machine has one, and the snapshot shipped in the package.
+recorded triton toolchain files, the flash-attention and triton mirrors where this machine has
+them, and the snapshot shipped in the package.
 
-tests/fixtures/registry/README.md says what was recorded and how it was trimmed.
+tests/fixtures/registry/README.md says what was
+recorded and how.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import importlib.util
 import io
 import json
 import re
+import subprocess
 import sys
 import threading
 import urllib.parse
@@ -33,6 +36,20 @@ REGISTRY = FIXTURES / "registry"
 PUBLISH = FIXTURES / "flash-attn-publish"
 SNAPSHOT = REPO / "attn_doctor" / "releases" / "snapshot"
 MIRROR = Path("/work/.mirror/Dao-AILab+flash-attention/repo")
+# Written for the test (not copies): triton's toolchain-version files in their two shapes, with the
+# versions the v3.1.0, v3.3.0 and v3.6.0 release branches pin (each also read off the ptxas binary in
+# that release's wheel).
+TOOLCHAIN_V310 = "12.4.99\n"
+TOOLCHAIN_V330 = '{"ptxas": "12.4.99", "ptxas-blackwell": "12.8.61", "cuobjdump": "12.8.55"}\n'
+TOOLCHAIN_V360 = '{"ptxas": "12.8.93", "ptxas-blackwell": "12.9.86", "cuobjdump": "12.8.55"}\n'
+TRITON_MIRROR = Path("/work/.mirror/triton-lang+triton/repo")  # triton-lang/triton, with its tags
+OPENAI_TRITON = Path("/work/.mirror/openai+triton/repo")  # an older copy: tags v2.0.0 and v2.1.0
+TRITON_FORK = Path("/work/.mirror/woct0rdho+triton-windows/repo")  # upstream's release/3.x.x branches
+TOOLCHAIN_FILES = {
+    "cmake/nvidia-toolchain-version.json",
+    "cmake/nvidia-toolchain-version.txt",
+    "python/setup.py",
+}
 INDEX = "https://index.invalid/simple"  # the recorded answers' files live under files.index.invalid
 
 LINUX_X86_311 = {"platform_system": "Linux", "platform_machine": "x86_64", "python_version": "3.11"}
@@ -88,37 +105,99 @@ class RecordedTags:
         return None
 
 
-# setup.py at v2.8.3: cuda_archs() and the cc_flag block, lines copied unchanged (others left out)
+# Written for the test (not a copy): the shape of flash-attention's setup.py gencode block, with the
+# architectures and CUDA thresholds its v2.8.3 tag sets (sm_80; sm_90 from CUDA 11.8; sm_100 and
+# sm_120 from CUDA 12.8).
 SETUP_V283_EXCERPT = """
-def cuda_archs() -> str:
-    return os.getenv("FLASH_ATTN_CUDA_ARCHS", "80;90;100;120").split(";")
+def cuda_archs():
+    return os.environ.get("FLASH_ATTN_CUDA_ARCHS", "80;90;100;120").split(";")
 
-if not SKIP_CUDA_BUILD and not IS_ROCM:
-    check_if_cuda_home_none("flash_attn")
-    # Check, if CUDA11 is installed for compute capability 8.0
-    cc_flag = []
-    if CUDA_HOME is not None:
-        _, bare_metal_version = get_cuda_bare_metal_version(CUDA_HOME)
-        if bare_metal_version < Version("11.7"):
-            raise RuntimeError(
-                "FlashAttention is only supported on CUDA 11.7 and above.  "
-                "Note: make sure nvcc has a supported version by running nvcc -V."
-            )
-
-    if "80" in cuda_archs():
-        cc_flag.append("-gencode")
-        cc_flag.append("arch=compute_80,code=sm_80")
-    if CUDA_HOME is not None:
-        if bare_metal_version >= Version("11.8") and "90" in cuda_archs():
-            cc_flag.append("-gencode")
-            cc_flag.append("arch=compute_90,code=sm_90")
-        if bare_metal_version >= Version("12.8") and "100" in cuda_archs():
-            cc_flag.append("-gencode")
-            cc_flag.append("arch=compute_100,code=sm_100")
-        if bare_metal_version >= Version("12.8") and "120" in cuda_archs():
-            cc_flag.append("-gencode")
-            cc_flag.append("arch=compute_120,code=sm_120")
+flags = []
+if "80" in cuda_archs():
+    flags += ["-gencode", "arch=compute_80,code=sm_80"]
+if bare_metal_version >= Version("11.8") and "90" in cuda_archs():
+    flags += ["-gencode", "arch=compute_90,code=sm_90"]
+if bare_metal_version >= Version("12.8") and "100" in cuda_archs():
+    flags += ["-gencode", "arch=compute_100,code=sm_100"]
+if bare_metal_version >= Version("12.8") and "120" in cuda_archs():
+    flags += ["-gencode", "arch=compute_120,code=sm_120"]
 """
+
+
+# setup.py of triton 2.x downloads ptxas in three shapes. These snippets were written for the test
+# in those shapes (they are not copies): the version only in the cuda-nvcc file name of the URL
+# (v2.0.0), a `version = "..."` in a ptxas function (v2.1.0), and keyword arguments of a generic
+# download call, where the ptxas call is not the first (v2.2.0 to v2.3.1).
+SETUP_PTXAS_URL_ONLY = """
+def download_and_copy_ptxas():
+    base_dir = os.path.dirname(__file__)
+    src_path = "bin/ptxas"
+    url = "https://conda.example.invalid/label/cuda-12.0.0/linux-64/cuda-nvcc-12.0.76-0.tar.bz2"
+    dst_path = os.path.join(base_dir, "triton", "third_party", "cuda", src_path)
+    if not os.path.exists(dst_path):
+        fetch(url, dst_path)  # version="99.9.9" in a comment is not read
+
+
+download_and_copy_ptxas()
+"""
+
+SETUP_PTXAS_LITERAL = """
+def download_and_copy_ptxas():
+    src_path = "bin/ptxas"
+    version = "12.1.105"
+    url = f"https://conda.example.invalid/label/cuda-12.1.1/linux-64/cuda-nvcc-{version}-0.tar.bz2"
+    curr_version = read_version(src_path)
+"""
+
+SETUP_DOWNLOAD_CALLS = """
+download_and_copy(
+    src_path="bin/cuobjdump",
+    variable="TRITON_CUOBJDUMP_PATH",
+    version="12.2.140",
+    url_func=lambda arch, version: f"https://example.invalid/cuda-cuobjdump-{version}-0.tar.bz2",
+)
+download_and_copy(
+    src_path="bin/ptxas",
+    variable="TRITON_PTXAS_PATH",
+    version="12.3.52",
+    url_func=lambda arch, version: f"https://example.invalid/cuda-nvcc/{version}/cuda-nvcc-{version}-0.tar.bz2",
+)
+"""
+
+SETUP_FROM_CMAKE_FILE = """
+download_and_copy(
+    name="ptxas",
+    src_path="bin/ptxas",
+    variable="TRITON_PTXAS_PATH",
+    version=NVIDIA_TOOLCHAIN_VERSION["ptxas"],
+    url_func=lambda system, arch, version: f"https://example.invalid/cuda_nvcc-{system}-{arch}-{version}.tar.xz",
+)
+"""
+
+
+class RecordedTriton:
+    """The recorded toolchain files and a written 2.x setup.py as tags, and tags to leave out."""
+
+    FILES = {
+        ("v3.1.0", "cmake/nvidia-toolchain-version.txt"): TOOLCHAIN_V310,
+        ("v3.3.0", "cmake/nvidia-toolchain-version.json"): TOOLCHAIN_V330,
+        ("v3.6.0", "cmake/nvidia-toolchain-version.json"): TOOLCHAIN_V360,
+    }
+
+    def tags(self) -> list[str]:
+        return ["v3.6.0", "v3.3.0", "v2.1.0", "v3.1.0", "v3.9.0", "v1.1.2", "v3.4.0rc1", "legacy-backend"]
+
+    def read(self, tag: str, path: str) -> str | None:
+        if (tag, path) in self.FILES:
+            return self.FILES[tag, path]
+        if (tag, path) == ("v2.1.0", "python/setup.py"):
+            return SETUP_PTXAS_LITERAL
+        if tag == "v3.9.0" and path == "setup.py":
+            return SETUP_FROM_CMAKE_FILE  # but no cmake file: no version anywhere
+        return None
+
+    def commit(self, tag: str) -> str | None:
+        return f"{sum(map(ord, tag)):040x}"
 
 
 def pins(requires: list[str], name: str, environment: Mapping[str, str]) -> list[str]:
@@ -141,7 +220,9 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RecordedI
     specs = [
         p for p in gen.PACKAGES if p.name in {"torch", "triton", "xformers", "transformers", "flash-attn"}
     ]
-    reports, problems = gen.generate(out, specs, index, INDEX, RecordedTags(), "2026-01-02", workers=4)
+    reports, problems = gen.generate(
+        out, specs, index, INDEX, RecordedTags(), "2026-01-02", workers=4, triton_tags=RecordedTriton()
+    )
     return out, index, (reports, problems)
 
 
@@ -256,6 +337,7 @@ def test_snapshot_files_and_determinism(generated: tuple[Path, RecordedIndex, An
     assert meta["packages"]["torch"] == {"newest": "2.7.0", "releases": 2, "without_requires_dist": 0}
     assert meta["packages"]["triton"]["without_requires_dist"] == 2
     assert meta["flash_attention_tags"] == 3
+    assert meta["triton_ptxas_releases"] == 4  # 2.1.0, 3.1.0, 3.3.0, 3.6.0; not 3.9.0
     assert sorted(p.name for p in (out / "registry").iterdir()) == [
         "flash-attn.json",
         "torch.json",
@@ -270,7 +352,17 @@ def test_snapshot_files_and_determinism(generated: tuple[Path, RecordedIndex, An
     specs = [
         p for p in gen.PACKAGES if p.name in {"torch", "triton", "xformers", "transformers", "flash-attn"}
     ]
-    gen.generate(again, specs, RecordedIndex(), INDEX, RecordedTags(), "2026-01-02", workers=1)
+    gen.generate(
+        again,
+        specs,
+        RecordedIndex(),
+        INDEX,
+        RecordedTags(),
+        "2026-01-02",
+        workers=1,
+        triton_tags=RecordedTriton(),
+    )
+    assert (again / "triton-ptxas.json").is_file()
     for path in sorted(out.rglob("*.json")):
         assert (again / path.relative_to(out)).read_bytes() == path.read_bytes(), path.name
 
@@ -574,6 +666,198 @@ def test_every_tag_of_the_mirror() -> None:
         assert shipped[version] == facts[version]
 
 
+# -- triton: the bundled ptxas ----------------------------------------------------------------
+
+
+def test_toolchain_files_recorded() -> None:
+    assert gen.toolchain_from_json(TOOLCHAIN_V330) == (
+        "12.4.99",
+        "12.8.61",
+    )
+    assert gen.toolchain_from_json(TOOLCHAIN_V360) == (
+        "12.8.93",
+        "12.9.86",
+    )
+    assert gen.toolchain_from_json('{"ptxas": "12.4.99", "cuobjdump": "12.4.99"}') == ("12.4.99", None)
+    for bad in ('{"cuobjdump": "12.4.99"}', '{"ptxas": 12.4}', '{"ptxas": "latest"}', "[1]"):
+        with pytest.raises(ValueError):
+            gen.toolchain_from_json(bad)
+    found = gen.triton_toolchain(RecordedTriton(), "v3.1.0")
+    assert (found.file, found.ptxas, found.ptxas_blackwell, found.error) == (
+        "cmake/nvidia-toolchain-version.txt",
+        "12.4.99",
+        None,
+        None,
+    )
+
+
+def test_ptxas_from_setup_py() -> None:
+    assert gen.ptxas_from_setup_py(SETUP_PTXAS_URL_ONLY) == "12.0.76"
+    assert gen.ptxas_from_setup_py(SETUP_PTXAS_LITERAL) == "12.1.105"
+    assert gen.ptxas_from_setup_py(SETUP_DOWNLOAD_CALLS) == "12.3.52"  # not cuobjdump's 12.2.140
+    assert gen.ptxas_from_setup_py(SETUP_FROM_CMAKE_FILE) is None  # the version is in the cmake file
+    assert gen.ptxas_from_setup_py('# download_and_copy(src_path="bin/ptxas", version="12.0.1")\n') is None
+
+
+def test_ptxas_archs() -> None:
+    assert gen.ptxas_archs("12.4.99", None) == ["sm_89", "sm_90"]
+    assert gen.ptxas_archs("12.8.93", None) == ["sm_89", "sm_90", "sm_100", "sm_120"]
+    assert gen.ptxas_archs("12.9.86", None) == ["sm_89", "sm_90", "sm_100", "sm_103", "sm_120", "sm_121"]
+    # sm_100 and above are compiled by ptxas-blackwell where there is one, the others by ptxas
+    assert gen.ptxas_archs("12.4.99", "12.8.61") == ["sm_89", "sm_90", "sm_100", "sm_120"]
+    assert gen.ptxas_archs("11.7.99", "12.9.86") == ["sm_100", "sm_103", "sm_120", "sm_121"]
+    assert gen.ptxas_archs(None, None) is None
+    assert gen.CUDA_ARCHS == {
+        "11.8": ["sm_89", "sm_90"],
+        "12.8": ["sm_100", "sm_120"],
+        "12.9": ["sm_103", "sm_121"],
+    }
+
+
+def test_triton_facts_file(generated: tuple[Path, RecordedIndex, Any]) -> None:
+    out, _index, (_reports, problems) = generated
+    text = (out / "triton-ptxas.json").read_text()
+    facts = json.loads(text)
+    assert list(facts) == ["cuda_archs", "cuda_archs_source", "releases", "source"]  # sorted keys
+    assert facts["cuda_archs"] == gen.CUDA_ARCHS
+    assert facts["cuda_archs_source"].startswith("https://docs.nvidia.com/cuda/")
+    releases = facts["releases"]
+    assert list(releases) == ["2.1.0", "3.1.0", "3.3.0", "3.6.0", "3.9.0"]  # no v1, no rc; by version
+    assert releases["3.3.0"] == {
+        "archs": ["sm_89", "sm_90", "sm_100", "sm_120"],
+        "commit": RecordedTriton().commit("v3.3.0"),
+        "file": "cmake/nvidia-toolchain-version.json",
+        "ptxas": "12.4.99",
+        "ptxas_blackwell": "12.8.61",
+        "tag": "v3.3.0",
+    }
+    assert releases["2.1.0"]["file"] == "python/setup.py" and releases["2.1.0"]["ptxas"] == "12.1.105"
+    assert releases["3.1.0"]["file"] == "cmake/nvidia-toolchain-version.txt"
+    assert "sm_121" in releases["3.6.0"]["archs"] and "sm_121" not in releases["3.3.0"]["archs"]
+    assert releases["3.9.0"]["ptxas"] is None and releases["3.9.0"]["archs"] is None
+    assert "no ptxas version in setup.py at v3.9.0" in releases["3.9.0"]["error"]
+    # one release per line, keys sorted
+    assert text.count('{"archs": ') == 5
+    # the recorded index has triton 0.4.1, 2.0.0 and 3.1.0
+    assert "triton: triton 2.0.0 is on the index but has no tag here" in problems
+    assert "triton: tag v3.3.0 has no triton release on the index" in problems
+    assert not [p for p in problems if "0.4.1" in p or "tag v3.1.0" in p]
+
+
+def test_triton_file_kept_without_a_clone(generated: tuple[Path, RecordedIndex, Any], tmp_path: Path) -> None:
+    out, _index, _ = generated
+    again = tmp_path / "again"
+    again.mkdir()
+    (again / "triton-ptxas.json").write_bytes((out / "triton-ptxas.json").read_bytes())
+    specs = [p for p in gen.PACKAGES if p.name == "torch"]
+    gen.generate(again, specs, RecordedIndex(), INDEX, RecordedTags(), "2026-01-02")
+    assert (again / "triton-ptxas.json").read_bytes() == (out / "triton-ptxas.json").read_bytes()
+    assert json.loads((again / "meta.json").read_text())["triton_ptxas_releases"] == 4
+    alone = tmp_path / "alone"
+    gen.generate(alone, specs, RecordedIndex(), INDEX, RecordedTags(), "2026-01-02")
+    assert json.loads((alone / "meta.json").read_text())["triton_ptxas_releases"] is None
+
+
+def test_triton_release_tags() -> None:
+    tags = [
+        "v3.2.0",
+        "v2.0.0",
+        "v1.1.2",
+        "v0.4",
+        "v3.3.0-rc1",
+        "v3.0.0.dev1",
+        "v3.10.0",
+        "release/3.2.x",
+        "vx",
+    ]
+    assert [t for t, _v in gen.triton_release_tags(tags)] == ["v2.0.0", "v3.2.0", "v3.10.0"]
+
+
+class BranchHeads:
+    """A fork's upstream release branches read as if their heads were the release tags."""
+
+    def __init__(self, git_dir: Path, heads: Mapping[str, str]) -> None:
+        self.git = gen.GitTags(git_dir)
+        self.heads = heads
+
+    def tags(self) -> list[str]:
+        return list(self.heads)
+
+    def read(self, tag: str, path: str) -> str | None:
+        done = self.git._git("show", f"refs/heads/{self.heads[tag]}:{path}")
+        return done.stdout.decode() if done.returncode == 0 else None
+
+    def commit(self, tag: str) -> str | None:
+        return self.git._git("rev-parse", f"refs/heads/{self.heads[tag]}").stdout.decode().strip()
+
+
+@pytest.mark.skipif(not TRITON_FORK.is_dir(), reason="no mirror of triton's release branches here")
+def test_triton_release_branches() -> None:
+    # each branch head is the last release made from that branch
+    heads = {
+        "v3.0.0": "release/3.0.x",
+        "v3.1.0": "release/3.1.x",
+        "v3.2.0": "release/3.2.x",
+        "v3.3.1": "release/3.3.x",
+        "v3.4.0": "release/3.4.x",
+        "v3.5.1": "release/3.5.x",
+        "v3.6.0": "release/3.6.x",
+    }
+    facts, problems = gen.collect_triton(BranchHeads(TRITON_FORK, heads))
+    assert problems == []
+    got = {
+        v: (e["file"].rsplit(".", 1)[1], e["ptxas"], e["ptxas_blackwell"])
+        for v, e in facts["releases"].items()
+    }
+    assert got == {
+        "3.0.0": ("txt", "12.4.99", None),
+        "3.1.0": ("txt", "12.4.99", None),
+        "3.2.0": ("json", "12.4.99", None),
+        "3.3.1": ("json", "12.4.99", "12.8.61"),
+        "3.4.0": ("json", "12.8.93", None),
+        "3.5.1": ("json", "12.8.93", None),
+        "3.6.0": ("json", "12.8.93", "12.9.86"),
+    }
+    read = BranchHeads(TRITON_FORK, heads).read("v3.6.0", "cmake/nvidia-toolchain-version.json")
+    assert gen.toolchain_from_json(read or "") == gen.toolchain_from_json(TOOLCHAIN_V360)
+
+
+@pytest.mark.skipif(not OPENAI_TRITON.is_dir(), reason="no openai/triton mirror here")
+def test_triton_2x_tags_of_the_old_mirror() -> None:
+    facts, problems = gen.collect_triton(gen.GitTags(OPENAI_TRITON))
+    assert problems == []
+    releases = facts["releases"]
+    assert list(releases) == ["2.0.0", "2.1.0"]  # its only tags from v2 on (v0.x and v1.x are left out)
+    assert releases["2.0.0"]["ptxas"] == "12.0.76"  # from the cuda-nvcc URL in python/setup.py
+    assert releases["2.1.0"]["ptxas"] == "12.1.105"
+    assert {e["file"] for e in releases.values()} == {"python/setup.py"}
+    # an annotated tag: the commit it points to, not the tag object
+    tag_object = subprocess.run(
+        ["git", f"--git-dir={OPENAI_TRITON}", "rev-parse", "refs/tags/v2.0.0"], capture_output=True, text=True
+    ).stdout.strip()
+    assert releases["2.0.0"]["commit"] != tag_object
+    assert releases["2.0.0"]["commit"].startswith("bd5c2117f62c")
+
+
+@pytest.mark.skipif(not TRITON_MIRROR.is_dir(), reason="no triton-lang/triton mirror here")
+def test_every_tag_of_the_triton_mirror() -> None:
+    facts, problems = gen.collect_triton(gen.GitTags(TRITON_MIRROR))
+    assert problems == []
+    releases = facts["releases"]
+    assert {"2.0.0", "3.2.0", "3.3.0", "3.5.0", "3.6.0"} <= set(releases)
+    assert releases["2.0.0"]["ptxas"] == "12.0.76"
+    assert releases["3.2.0"]["ptxas"] == "12.4.99" and releases["3.2.0"]["ptxas_blackwell"] is None
+    assert releases["3.3.0"]["ptxas_blackwell"] == "12.8.61"
+    assert releases["3.5.0"]["ptxas"] == "12.8.93"
+    # the mirror agrees with the shipped snapshot on every release both have (commits aside: the
+    # shipped commits were found on release branches, see docs/release-facts.md)
+    shipped = json.loads((SNAPSHOT / "triton-ptxas.json").read_text())["releases"]
+    for version in set(shipped) & set(releases):
+        assert {k: v for k, v in shipped[version].items() if k != "commit"} == {
+            k: v for k, v in releases[version].items() if k != "commit"
+        }, version
+
+
 # -- the shipped snapshot ---------------------------------------------------------------------
 
 
@@ -586,13 +870,17 @@ def test_shipped_meta() -> None:
     meta = json.loads((SNAPSHOT / "meta.json").read_text())
     assert meta["schema"] == "attn-doctor/release-facts" and meta["schema_version"] == 1
     assert datetime.date.fromisoformat(meta["generated"]) >= datetime.date(2026, 1, 1)
-    assert meta["generator"] == "python tools/refresh_release_facts.py --flash-attention-git PATH"
+    assert meta["generator"] == (
+        "python tools/refresh_release_facts.py --flash-attention-git PATH --triton-git TRITON_PATH"
+    )
     assert set(meta["packages"]) == {p.name for p in gen.PACKAGES}
     for name, summary in meta["packages"].items():
         releases = shipped(name)["releases"]
         assert summary["releases"] == len(releases)
         assert list(releases) == sorted(releases, key=Version), name
     assert meta["flash_attention_tags"] == len(json.loads((SNAPSHOT / "flash-attn-wheels.json").read_text()))
+    triton = json.loads((SNAPSHOT / "triton-ptxas.json").read_text())["releases"]
+    assert meta["triton_ptxas_releases"] == sum(1 for e in triton.values() if e["ptxas"]) >= 14
 
 
 def test_shipped_registry_facts() -> None:
@@ -614,11 +902,45 @@ def test_shipped_flash_attn_wheels() -> None:
     assert facts["2.8.3"]["archs"] == ["sm_80", "sm_90", "sm_100", "sm_120"]
 
 
+def test_shipped_triton_ptxas() -> None:
+    facts = json.loads((SNAPSHOT / "triton-ptxas.json").read_text())
+    assert facts["cuda_archs"] == gen.CUDA_ARCHS and facts["cuda_archs_source"] == gen.CUDA_ARCHS_SOURCE
+    releases = facts["releases"]
+    on_index = shipped("triton")["releases"]
+    assert set(releases) <= set(on_index)
+    assert list(releases) == sorted(releases, key=Version)
+    for version, entry in releases.items():
+        assert entry["tag"] == f"v{version}" and re.fullmatch(r"[0-9a-f]{40}", entry["commit"]), version
+        assert entry["file"] in TOOLCHAIN_FILES and "error" not in entry, version
+        assert entry["archs"] == gen.ptxas_archs(entry["ptxas"], entry["ptxas_blackwell"]), version
+    # 3.2.0 (torch 2.6's triton) bundles a CUDA 12.4 ptxas: no Blackwell code
+    assert releases["3.2.0"]["ptxas"].startswith("12.4.") and releases["3.2.0"]["ptxas_blackwell"] is None
+    assert "sm_120" not in releases["3.2.0"]["archs"] and "sm_100" not in releases["3.2.0"]["archs"]
+    # 3.3.0 adds a Blackwell ptxas from CUDA 12.8 next to the 12.4 one
+    assert releases["3.3.0"]["ptxas"].startswith("12.4.")
+    assert releases["3.3.0"]["ptxas_blackwell"].startswith("12.8.")
+    assert {"sm_100", "sm_120"} <= set(releases["3.3.0"]["archs"]) and "sm_121" not in releases["3.3.0"][
+        "archs"
+    ]
+    # 3.4.0 to 3.5.1: one ptxas, CUDA 12.8; 3.6.0: a CUDA 12.9 Blackwell ptxas, which knows sm_121
+    assert {releases[v]["ptxas"] for v in ("3.4.0", "3.5.0", "3.5.1")} == {"12.8.93"}
+    assert "sm_121" in releases["3.6.0"]["archs"] and releases["3.6.0"]["ptxas_blackwell"].startswith("12.9.")
+    assert releases["2.0.0"]["ptxas"] == "12.0.76" and releases["2.0.0"]["file"] == "python/setup.py"
+    # torch 2.6.0 pins that triton
+    assert pins(shipped("torch")["releases"]["2.6.0"]["requires_dist"], "triton", LINUX_X86_311) == [
+        "==3.2.0"
+    ]
+
+
 def test_no_index_host_is_written() -> None:
     from pip._internal.models.index import PyPI
 
     host = urllib.parse.urlsplit(PyPI.simple_url).netloc
-    files = [*SNAPSHOT.rglob("*.json"), *REGISTRY.rglob("*"), REPO / "tools" / "refresh_release_facts.py"]
+    files = [
+        *SNAPSHOT.rglob("*.json"),
+        *REGISTRY.rglob("*"),
+        REPO / "tools" / "refresh_release_facts.py",
+    ]
     for path in [*files, REPO / "docs" / "release-facts.md", Path(__file__)]:
         if path.is_file():
             assert host not in path.read_text(errors="replace"), path

@@ -2,11 +2,12 @@
 
 A maintainer runs this with network access, from the repository root:
 
-    python tools/refresh_release_facts.py --flash-attention-git PATH
+    python tools/refresh_release_facts.py --flash-attention-git PATH --triton-git TRITON_PATH
 
-PATH is a bare (or ordinary) git clone of flash-attention with its tags. The run takes a minute or
-two; review the diff of attn_doctor/releases/snapshot/ and commit it. docs/release-facts.md
-describes every file and field, where each fact is read from, and how to add a package.
+PATH and TRITON_PATH are bare (or ordinary) git clones of flash-attention and of triton
+(triton-lang/triton) with their tags. The run takes a minute or two; review the diff of
+attn_doctor/releases/snapshot/ and commit it. docs/release-facts.md describes every file and
+field, where each fact is read from, and how to add a package.
 
 What it reads:
 
@@ -20,6 +21,13 @@ What it reads:
 2. flash-attention's git history: for every `v2.*` tag, the build-wheels job's strategy.matrix in
    .github/workflows/publish.yml (expanded into the list of prebuilt wheels the release asked
    for) and the `-gencode arch=compute_XX,code=sm_XX` flags in setup.py.
+3. triton's git history: for every final `vX.Y.Z` tag from v2 on, the CUDA toolchain version of
+   the ptxas the release bundles (triton-ptxas.json): `ptxas` and `ptxas-blackwell` in
+   cmake/nvidia-toolchain-version.json (3.2 on), the one version in
+   cmake/nvidia-toolchain-version.txt (3.0, 3.1), or the ptxas download in python/setup.py
+   (2.x: a literal `version=` or the cuda-nvcc-X.Y.Z file name in its URL). With it, the GPU
+   architectures that ptxas can compile for, from CUDA_ARCHS: the archs each CUDA release added
+   (NVIDIA's CUDA features archive, checked against `ptxas --help` of each CUDA release).
 
 Only the standard library and `packaging` (a dependency of attn-doctor) are used: the workflow
 matrix is read by a small purpose-built YAML-subset reader (block mappings and sequences, flow
@@ -27,10 +35,12 @@ lists of scalars, quoted and plain scalars, comments), not PyYAML.
 
 Options: --out DIR (default: the package's snapshot folder), --index-url URL, --packages a,b
 (refresh only those registry files; the others and meta.json's entries for them are kept),
---workers N (at most 8), --timeout SECONDS, --retries N.
+--workers N (at most 8), --timeout SECONDS, --retries N. triton-ptxas.json and
+flash-attn-wheels.json are rewritten by every run.
 
 Tests (tests/test_release_facts_generator.py) run the same code offline: the fetch layer is any
-callable mapping (url, headers) to bytes, and the git layer any object with tags() and read().
+callable mapping (url, headers) to bytes, and the git layer any object with tags() and read()
+(and commit(), for triton).
 """
 
 from __future__ import annotations
@@ -74,11 +84,13 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "attn_doctor" / "releases" / "snapshot"
 SCHEMA = "attn-doctor/release-facts"
 SCHEMA_VERSION = 1
-GENERATOR = "python tools/refresh_release_facts.py --flash-attention-git PATH"
+GENERATOR = "python tools/refresh_release_facts.py --flash-attention-git PATH --triton-git TRITON_PATH"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 USER_AGENT = "attn-doctor-release-facts/1 (python urllib)"
 MAX_WORKERS = 8
 PUBLISH_WORKFLOW = ".github/workflows/publish.yml"
+TRITON_PTXAS_FILE = "triton-ptxas.json"
+TRITON_PROBLEM = "triton: "  # the prefix of the problems generate() reports for the triton clone
 
 # The packages whose Requires-Dist matter to the attention stack, for the packages that depend on
 # half the ecosystem (only these names are kept for them).
@@ -993,6 +1005,11 @@ class GitTags:
         done = self._git("show", f"refs/tags/{tag}:{path}")
         return done.stdout.decode("utf-8", errors="replace") if done.returncode == 0 else None
 
+    def commit(self, tag: str) -> str | None:
+        done = self._git("rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}")
+        sha = done.stdout.decode().strip()
+        return sha if done.returncode == 0 and sha else None
+
 
 def git_dir_of(path: Path) -> Path:
     return path / ".git" if (path / ".git").is_dir() else path
@@ -1046,6 +1063,222 @@ def collect_flash_attention(source: TagSource) -> tuple[dict[str, Any], list[str
 
 
 # --------------------------------------------------------------------------------------------
+# triton: the CUDA toolchain (ptxas) each release bundles
+
+TRITON_TOOLCHAIN_JSON = "cmake/nvidia-toolchain-version.json"
+TRITON_TOOLCHAIN_TXT = "cmake/nvidia-toolchain-version.txt"
+TRITON_SETUP_PY = ("python/setup.py", "setup.py")
+TRITON_SOURCE = (
+    "git tags v2.* and later of triton-lang/triton, per tag the first of: "
+    f"{TRITON_TOOLCHAIN_JSON} (keys ptxas, ptxas-blackwell), {TRITON_TOOLCHAIN_TXT} (one version), "
+    "the ptxas download in python/setup.py or setup.py (its version= or its cuda-nvcc-X.Y.Z URL)"
+)
+# The GPU architectures each CUDA release's ptxas added (only those after sm_87; every triton
+# release bundles a ptxas from CUDA 12.0 or newer, which has all older ones). Checked against
+# `ptxas --help` of nvidia-cuda-nvcc 11.7.99, 11.8.89, 12.6.85, 12.8.61, 12.8.93 and 12.9.86.
+CUDA_ARCHS: dict[str, list[str]] = {
+    "11.8": ["sm_89", "sm_90"],
+    "12.8": ["sm_100", "sm_120"],
+    "12.9": ["sm_103", "sm_121"],
+}
+CUDA_ARCHS_SOURCE = "https://docs.nvidia.com/cuda/archive/12.9.1/cuda-features-archive/index.html"
+# triton >= 3.3 compiles sm_100 and above with ptxas-blackwell where the release bundles one
+# (get_ptxas() in third_party/nvidia/backend/compiler.py: "ptxas-blackwell" if arch >= 100)
+BLACKWELL_FIRST_SM = 100
+
+_TOOL_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+_LITERAL_VERSION = re.compile(r"""\bversion\s*=\s*["']([0-9]+\.[0-9]+\.[0-9]+)["']""")
+_NVCC_URL_VERSION = re.compile(r"cuda[-_]nvcc[-_]([0-9]+\.[0-9]+\.[0-9]+)[-_]")
+_PTXAS_PATH = re.compile(r"""bin/ptxas["']""")
+
+
+class CommitTagSource(TagSource, Protocol):
+    def commit(self, tag: str) -> str | None: ...
+
+
+@dataclass
+class Toolchain:
+    file: str | None
+    ptxas: str | None
+    ptxas_blackwell: str | None
+    error: str | None = None
+
+
+def toolchain_from_json(text: str) -> tuple[str | None, str | None]:
+    """(ptxas, ptxas-blackwell) of cmake/nvidia-toolchain-version.json; ValueError if malformed."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    versions: list[str | None] = []
+    for key in ("ptxas", "ptxas-blackwell"):
+        value = data.get(key)
+        if value is not None and not (isinstance(value, str) and _TOOL_VERSION.fullmatch(value.strip())):
+            raise ValueError(f"{key}: {value!r} is not a version")
+        versions.append(value.strip() if isinstance(value, str) else None)
+    if versions[0] is None:
+        raise ValueError("no ptxas key")
+    return versions[0], versions[1]
+
+
+def _call_arguments(text: str, start: int) -> str:
+    """The text from the `(` at start to its closing `)` (parentheses in quotes are skipped)."""
+    depth = 0
+    quote = ""
+    for index in range(start, len(text)):
+        char = text[index]
+        if quote:
+            if char == quote and text[index - 1] != "\\":
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return text[start : index + 1]
+    return text[start:]
+
+
+def _function_body(lines: list[str], start: int) -> str:
+    body = [lines[start]]
+    for line in lines[start + 1 :]:
+        if line.strip() and not line.startswith((" ", "\t", "#")):
+            break
+        body.append(line)
+    return "\n".join(body)
+
+
+def ptxas_from_setup_py(text: str) -> str | None:
+    """The ptxas version an older setup.py downloads, written as a literal.
+
+    v2.0.0: `def download_and_copy_ptxas()` with the version only in its cuda-nvcc-X.Y.Z URL;
+    v2.1.0: the same function with `version = "X.Y.Z"`; v2.2-v2.3: a `download_and_copy(...)` call
+    with `src_path="bin/ptxas"` and `version="X.Y.Z"`. A version read from the cmake file (3.0 and
+    later) is not a literal here and gives None.
+    """
+    lines = [strip_comment(line) for line in text.splitlines()]
+    code = "\n".join(lines)
+    blocks = [
+        _function_body(lines, n) for n, line in enumerate(lines) if re.match(r"def \w*ptxas\w*\(", line)
+    ]
+    blocks += [_call_arguments(code, m.end() - 1) for m in re.finditer(r"\bdownload_and_copy\s*\(", code)]
+    for block in blocks:
+        if not _PTXAS_PATH.search(block):
+            continue
+        match = _LITERAL_VERSION.search(block) or _NVCC_URL_VERSION.search(block)
+        if match:
+            return match.group(1)
+    return None
+
+
+def triton_toolchain(source: TagSource, tag: str) -> Toolchain:
+    """The ptxas version(s) the release at tag bundles, and the file that says so."""
+    text = source.read(tag, TRITON_TOOLCHAIN_JSON)
+    if text is not None:
+        try:
+            ptxas, blackwell = toolchain_from_json(text)
+        except ValueError as error:
+            return Toolchain(TRITON_TOOLCHAIN_JSON, None, None, f"{TRITON_TOOLCHAIN_JSON} at {tag}: {error}")
+        return Toolchain(TRITON_TOOLCHAIN_JSON, ptxas, blackwell)
+    text = source.read(tag, TRITON_TOOLCHAIN_TXT)
+    if text is not None:
+        if not _TOOL_VERSION.fullmatch(text.strip()):
+            return Toolchain(
+                TRITON_TOOLCHAIN_TXT, None, None, f"{TRITON_TOOLCHAIN_TXT} at {tag}: {text.strip()!r}"
+            )
+        return Toolchain(TRITON_TOOLCHAIN_TXT, text.strip(), None)
+    for path in TRITON_SETUP_PY:
+        text = source.read(tag, path)
+        if text is not None:
+            ptxas = ptxas_from_setup_py(text)
+            if ptxas is not None:
+                return Toolchain(path, ptxas, None)
+    return Toolchain(
+        None,
+        None,
+        None,
+        f"no {TRITON_TOOLCHAIN_JSON}, no {TRITON_TOOLCHAIN_TXT}, no ptxas version in setup.py at {tag}",
+    )
+
+
+def _sm(arch: str) -> int:
+    return int(re.sub(r"[a-z]+$", "", arch.removeprefix("sm_")))
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def ptxas_archs(ptxas: str | None, ptxas_blackwell: str | None) -> list[str] | None:
+    """The archs of CUDA_ARCHS that the bundled ptxas (ptxas-blackwell for sm_100 and up, where
+    there is one) can compile for; None when the ptxas version is unknown."""
+    if ptxas is None:
+        return None
+    archs = []
+    for cuda, added in CUDA_ARCHS.items():
+        for arch in added:
+            tool = ptxas_blackwell if ptxas_blackwell and _sm(arch) >= BLACKWELL_FIRST_SM else ptxas
+            if _major_minor(tool) >= _major_minor(cuda):
+                archs.append(arch)
+    return sorted(archs, key=_sm)
+
+
+def triton_release_tags(tags: Iterable[str]) -> list[tuple[str, Version]]:
+    """`vX.Y.Z` tags from v2 on, final and post releases only, oldest first."""
+    out = []
+    for tag in tags:
+        if not re.fullmatch(r"v[0-9]+\.[0-9][0-9A-Za-z.+-]*", tag):
+            continue
+        try:
+            version = Version(tag[1:])
+        except InvalidVersion:
+            continue
+        if version.major >= 2 and kept_version(version):
+            out.append((tag, version))
+    return sorted(out, key=lambda item: item[1])
+
+
+def collect_triton(source: CommitTagSource) -> tuple[dict[str, Any], list[str]]:
+    """({"source", "cuda_archs", "cuda_archs_source", "releases": {version: facts}}, problems)."""
+    releases: dict[str, Any] = {}
+    problems: list[str] = []
+    for tag, version in triton_release_tags(source.tags()):
+        found = triton_toolchain(source, tag)
+        entry: dict[str, Any] = {
+            "tag": tag,
+            "commit": source.commit(tag),
+            "file": found.file,
+            "ptxas": found.ptxas,
+            "ptxas_blackwell": found.ptxas_blackwell,
+            "archs": ptxas_archs(found.ptxas, found.ptxas_blackwell),
+        }
+        if found.error is not None:
+            entry["error"] = found.error
+            problems.append(found.error)
+        releases[str(version)] = entry
+    document = {
+        "source": TRITON_SOURCE,
+        "cuda_archs": {cuda: list(archs) for cuda, archs in CUDA_ARCHS.items()},
+        "cuda_archs_source": CUDA_ARCHS_SOURCE,
+        "releases": releases,
+    }
+    return document, problems
+
+
+def compare_triton(facts: Mapping[str, Any], on_index: Iterable[str]) -> list[str]:
+    """Index releases from 2.0 on without a tag, and tags without an index release."""
+    index = {v for v in on_index if Version(v).major >= 2}
+    tagged = facts["releases"]
+    problems = [f"triton {v} is on the index but has no tag here" for v in index - set(tagged)]
+    problems += [
+        f"tag {e['tag']} has no triton release on the index" for v, e in tagged.items() if v not in index
+    ]
+    return problems
+
+
+# --------------------------------------------------------------------------------------------
 # Writing
 
 
@@ -1087,6 +1320,21 @@ def flash_attention_document(facts: Mapping[str, Any]) -> str:
     return dumps(_Ordered(facts), inline_from=3) + "\n"
 
 
+def triton_document(facts: Mapping[str, Any]) -> str:
+    document = dict(facts)
+    document["releases"] = _Ordered(facts["releases"])
+    return dumps(document, inline_from=2) + "\n"
+
+
+def triton_ptxas_count(out: Path) -> int | None:
+    """How many releases of triton-ptxas.json have a known ptxas; None without the file."""
+    path = out / TRITON_PTXAS_FILE
+    if not path.is_file():
+        return None
+    releases = json.loads(path.read_text())["releases"]
+    return sum(1 for entry in releases.values() if entry.get("ptxas") is not None)
+
+
 def newest(releases: Mapping[str, Any]) -> str | None:
     versions = [Version(v) for v, entry in releases.items() if not entry.get("yanked")]
     return str(max(versions)) if versions else None
@@ -1113,6 +1361,7 @@ def meta_document(out: Path, generated: str, flash_attention_tags: int) -> dict[
         "generator": GENERATOR,
         "packages": packages,
         "flash_attention_tags": flash_attention_tags,
+        "triton_ptxas_releases": triton_ptxas_count(out),
     }
 
 
@@ -1122,6 +1371,7 @@ def write_snapshot(
     flash_attention: Mapping[str, Any],
     generated: str,
     prune: bool,
+    triton: Mapping[str, Any] | None = None,
 ) -> None:
     (out / "registry").mkdir(parents=True, exist_ok=True)
     names = {f"{name}.json" for name in registry}
@@ -1132,6 +1382,8 @@ def write_snapshot(
     for name, content in registry.items():
         (out / "registry" / f"{name}.json").write_text(registry_document(content), encoding="utf-8")
     (out / "flash-attn-wheels.json").write_text(flash_attention_document(flash_attention), encoding="utf-8")
+    if triton is not None:
+        (out / TRITON_PTXAS_FILE).write_text(triton_document(triton), encoding="utf-8")
     meta = meta_document(out, generated, len(flash_attention))
     (out / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
@@ -1145,10 +1397,23 @@ def generate(
     generated: str,
     workers: int = MAX_WORKERS,
     prune: bool = True,
+    triton_tags: CommitTagSource | None = None,
 ) -> tuple[list[PackageReport], list[str]]:
-    """Read everything first, then write: a failed index page leaves the snapshot untouched."""
+    """Read everything first, then write: a failed index page leaves the snapshot untouched.
+
+    Without triton_tags, triton-ptxas.json is left as it is (meta.json still counts it).
+    """
     registry, reports = collect_registry(specs, fetch, index_url, workers)
     flash_attention, problems = collect_flash_attention(tags)
+    triton: dict[str, Any] | None = None
+    if triton_tags is not None:
+        triton, triton_problems = collect_triton(triton_tags)
+        if "triton" in registry:
+            triton_problems += compare_triton(triton, registry["triton"]["releases"])
+        elif (out / "registry" / "triton.json").is_file():
+            shipped = json.loads((out / "registry" / "triton.json").read_text())
+            triton_problems += compare_triton(triton, shipped["releases"])
+        problems += [TRITON_PROBLEM + problem for problem in triton_problems]
     if "flash-attn" in registry:
         on_index = set(registry["flash-attn"]["releases"])
         problems += [
@@ -1159,13 +1424,14 @@ def generate(
             for v, e in flash_attention.items()
             if v not in on_index
         ]
-    write_snapshot(out, registry, flash_attention, generated, prune)
+    write_snapshot(out, registry, flash_attention, generated, prune, triton)
     return reports, sorted(problems, key=str)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--flash-attention-git", type=Path, required=True, help="a clone of flash-attention")
+    parser.add_argument("--triton-git", type=Path, required=True, help="a clone of triton with its tags")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--index-url", help="default: pip's configured index")
     parser.add_argument("--packages", help="comma-separated subset of: " + ",".join(p.name for p in PACKAGES))
@@ -1184,6 +1450,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     git_dir = git_dir_of(args.flash_attention_git)
     if not git_dir.exists():
         parser.error(f"{args.flash_attention_git} does not exist")
+    triton_dir = git_dir_of(args.triton_git)
+    if not triton_dir.exists():
+        parser.error(f"{args.triton_git} does not exist")
 
     started = time.monotonic()
     fetcher = UrlFetcher(timeout=args.timeout, retries=args.retries)
@@ -1197,6 +1466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
             workers=args.workers,
             prune=not args.packages,
+            triton_tags=GitTags(triton_dir),
         )
     except FetchError as error:
         print(f"error: {error} (nothing written)", file=sys.stderr)
@@ -1214,7 +1484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"    {len(report.unparsed_files)} files neither wheel nor sdist: {report.unparsed_files[:5]}"
             )
     for problem in problems:
-        print(f"flash-attention: {problem}")
+        print(problem if problem.startswith(TRITON_PROBLEM) else f"flash-attention: {problem}")
     size = sum(p.stat().st_size for p in args.out.rglob("*.json"))
     print(
         f"wrote {args.out} ({size / 1024:.0f} KiB) in {time.monotonic() - started:.1f} s,"

@@ -33,7 +33,46 @@ def reasons(affects: Affects, env: Environment, facts: ReleaseFacts | None = Non
         found.append(prebuilt_wheel_lacks_gpu(affects.prebuilt_wheel_lacks_gpu, env, facts))
     if affects.driver_below_cuda_minimum:
         found.append(driver_below_cuda_minimum(env, facts))
+    if affects.bundled_ptxas_lacks_gpu is not None:
+        found.append(bundled_ptxas_lacks_gpu(affects.bundled_ptxas_lacks_gpu, env, facts))
     return found
+
+
+def bundled_ptxas_lacks_gpu(package_name: str, env: Environment, facts: ReleaseFacts) -> Reason:
+    """Holds when the ptxas a triton release bundles (its Blackwell one for Blackwell GPUs, where
+    it has one) comes from a CUDA release older than the GPU's architecture: compiling any kernel
+    fails with "Value 'sm_120' is not defined for option 'gpu-name'"."""
+    package = env.packages.get(package_name)
+    if package is None or package.version is None:
+        return Reason(RELEASE, False if package is None else None, f"{package_name} version unknown")
+    if not env.gpus:
+        if env.gpu_source == "none":
+            return Reason(RELEASE, False, "no NVIDIA GPU here: nothing to compile for")
+        return Reason(RELEASE, None, "GPUs not known (no --gpu target)")
+    newest = facts.ptxas_newest_archs()
+    for gpu in env.gpus:
+        sm = f"sm_{(gpu.compute_capability or '').replace('.', '')}"
+        if sm not in newest:
+            continue  # an architecture every bundled ptxas knows (Hopper and older), or unknown
+        ptxas = facts.triton_ptxas(package.version, blackwell=True)
+        archs = None if ptxas is None else facts.ptxas_archs(ptxas)
+        if ptxas is None or archs is None:
+            return _not_known(facts, package)
+        if sm not in archs:
+            text = f"{package.name} {package.version} bundles ptxas {ptxas}, which has no {sm} ({gpu.name})"
+            return _with_options(Reason(RELEASE, True, text, package.origin), _ptxas_with(package, sm, facts))
+    return Reason(RELEASE, False, f"{package.name} {package.version}'s bundled ptxas knows every GPU here")
+
+
+def _ptxas_with(package: Package, sm: str, facts: ReleaseFacts) -> list[Option]:
+    assert package.version is not None
+    installed = Version(Version(package.version).public)
+    fitting = []
+    for version in facts.releases(package.distribution):
+        ptxas = facts.triton_ptxas(version, blackwell=True)
+        if Version(version) > installed and ptxas and sm in (facts.ptxas_archs(ptxas) or set()):
+            fitting.append(Version(version))
+    return [(package.name, str(min(fitting)), f"bundles a ptxas with {sm}")] if fitting else []
 
 
 def driver_below_cuda_minimum(env: Environment, facts: ReleaseFacts) -> Reason:

@@ -51,7 +51,9 @@ RELEASE_CONDITIONS = (
     "prebuilt_wheel_missing",
     "prebuilt_wheel_lacks_gpu",
     "driver_below_cuda_minimum",
+    "bundled_ptxas_lacks_gpu",
 )
+PTXAS_PACKAGES = ("triton",)
 PREBUILT_WHEEL_PACKAGES = ("flash-attn",)
 _AFFECTS_KEYS = {"packages", "platform", "features", *VERSION_CONDITIONS, *RELEASE_CONDITIONS}
 _FIX_KEYS = {"summary", "pins"}
@@ -68,6 +70,7 @@ class Affects:
     prebuilt_wheel_missing: str | None = None  # a package whose release has no wheel for this torch
     prebuilt_wheel_lacks_gpu: str | None = None  # its wheel for this torch has no code for the GPU
     driver_below_cuda_minimum: bool = False  # the driver is older than NVIDIA's minimum for torch's CUDA
+    bundled_ptxas_lacks_gpu: str | None = None  # the package's bundled ptxas cannot compile for the GPU
 
     @property
     def release_packages(self) -> tuple[str, ...]:
@@ -75,6 +78,8 @@ class Affects:
         read = []
         if self.requirement_unmet is not None:
             read += [self.requirement_unmet[0], *self.requirement_unmet[1]]
+        if self.bundled_ptxas_lacks_gpu is not None:
+            read.append(self.bundled_ptxas_lacks_gpu)
         if self.driver_below_cuda_minimum:
             read.append("torch")
         for package in (self.prebuilt_wheel_missing, self.prebuilt_wheel_lacks_gpu):
@@ -251,7 +256,19 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
         driver_below_cuda_minimum=_flag(
             value.get("driver_below_cuda_minimum"), "driver_below_cuda_minimum", problems
         ),
+        bundled_ptxas_lacks_gpu=_member(
+            value.get("bundled_ptxas_lacks_gpu"), "bundled_ptxas_lacks_gpu", PTXAS_PACKAGES, problems
+        ),
     )
+
+
+def _member(value: Any, key: str, allowed: tuple[str, ...], problems: _Problems) -> str | None:
+    if value is None:
+        return None
+    if value not in allowed:
+        problems.add(f"affects.{key}", f"must be one of {', '.join(allowed)}")
+        return None
+    return str(value)
 
 
 def _flag(value: Any, key: str, problems: _Problems) -> bool:

@@ -58,6 +58,35 @@ class EnvironmentInputs:
         return self.env_file is not None or bool(self.requirements)
 
 
+def target(
+    env_file: Path | None,
+    site_paths: list[Path],
+    requirements: list[Path],
+    pins: list[str],
+    gpus: list[str],
+    features: list[str] | None,
+    project: Path | None,
+    no_scan: bool,
+    python: str | None,
+    platform: str | None,
+    sources: list[Path] | None = None,
+) -> EnvironmentInputs:
+    """The inputs as the commands' options give them (``--no-scan`` and all)."""
+    return EnvironmentInputs(
+        env_file,
+        site_paths,
+        requirements,
+        pins,
+        gpus,
+        features,
+        project,
+        not no_scan,
+        sources or [],
+        python,
+        platform,
+    )
+
+
 def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, list[str]]:
     """The environment and one line per problem met on the way (broken installed metadata).
 

@@ -160,6 +160,40 @@ class ReleaseFacts:
         value = self._drivers["minimum_driver"].get(cuda_major, {}).get(platform)
         return None if value is None else str(value)
 
+    @functools.cached_property
+    def _triton_ptxas(self) -> dict[str, Any]:
+        path = self.folder / "triton-ptxas.json"
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        return data
+
+    def triton_ptxas(self, version: str, blackwell: bool) -> str | None:
+        """The CUDA release of the ptxas a triton release bundles (its Blackwell one if it has one
+        and ``blackwell``); None when the snapshot does not know the release."""
+        try:
+            public = Version(version).public
+        except InvalidVersion:
+            return None
+        entry = self._triton_ptxas.get("releases", {}).get(public)
+        if entry is None:
+            return None
+        chosen = entry.get("ptxas_blackwell") if blackwell else None
+        return str(chosen or entry["ptxas"])
+
+    def ptxas_archs(self, cuda: str) -> set[str] | None:
+        """The newest GPU architectures a ptxas of this CUDA release knows (NVIDIA's table, from
+        the CUDA release that added each); None when the table is missing."""
+        table = self._triton_ptxas.get("cuda_archs")
+        if not table:
+            return None
+        return {arch for added, archs in table.items() if _at_least(cuda, added) for arch in archs}
+
+    def ptxas_newest_archs(self) -> set[str]:
+        """The architectures some bundled ptxas lacks: those newer than the oldest one's CUDA."""
+        releases = self._triton_ptxas.get("releases", {}).values()
+        oldest = min((str(r["ptxas"]) for r in releases if r.get("ptxas")), key=Version, default="0")
+        every = {arch for archs in self._triton_ptxas.get("cuda_archs", {}).values() for arch in archs}
+        return every - (self.ptxas_archs(oldest) or set())
+
     def flash_attn_versions(self) -> list[str]:
         """The releases with a known build matrix that were published on the registry (a tag such
         as v2.7.0 has a matrix, but only 2.7.0.post2 was published)."""

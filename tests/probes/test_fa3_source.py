@@ -16,9 +16,9 @@ from attn_doctor.probes.fa3_source import MAX_BYTES, _read_head, git_revision, s
 from attn_doctor.probes.observation import Observation, ProbeVerdict
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fa3"
-AFFECTED = FIXTURES / "flash_fwd_kernel_sm90.2a204125.h"
-FIXED = FIXTURES / "flash_fwd_kernel_sm90.ed53b5fc.h"
-BEFORE = FIXTURES / "flash_fwd_kernel_sm90.7bc3f031.h"
+AFFECTED = FIXTURES / "affected.h"
+FIXED = FIXTURES / "fixed.h"
+BEFORE = FIXTURES / "before.h"
 
 
 def checkout(root: Path, text: str | bytes) -> Path:
@@ -57,7 +57,7 @@ needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 @pytest.mark.parametrize(
     ("fixture", "verdict", "said"),
     [
-        (AFFECTED, ProbeVerdict.AFFECTED, "flash_fwd_kernel_sm90.h:71 initialises `PipelineParamsV"),
+        (AFFECTED, ProbeVerdict.AFFECTED, "flash_fwd_kernel_sm90.h:8 initialises `PipelineParamsV"),
         (FIXED, ProbeVerdict.NOT_AFFECTED, "has the fixed form, `PipelineParamsVt pipeline_params_vt`"),
         (BEFORE, ProbeVerdict.NOT_AFFECTED, "does not initialise a PipelineParamsV from pipeline_params_k"),
     ],

@@ -1,0 +1,113 @@
+"""How often `explain` names the real cause of a real report (tests/cases/, one TOML per report).
+
+Each case's error text, as the reporter pasted it, is explained on the stack the reporter stated
+(their versions as a requirements target, their Python and GPU where given, no project scan).
+Prints top-1 and top-3 accuracy per package family, and the false blame count: user errors
+(`usage`) and reports with no stack cause (`none`) for which explain named a cause it calls
+affected.
+
+    python benchmarks/explain_accuracy.py            # the table
+    python benchmarks/explain_accuracy.py --misses   # also each case whose cause was not first
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from attn_doctor._compat import tomllib
+from attn_doctor.config import Config
+from attn_doctor.engine.matcher import Verdict
+from attn_doctor.errors import InputError
+from attn_doctor.explain import explain
+from attn_doctor.facts.assemble import EnvironmentInputs
+from attn_doctor.facts.gpus import target_gpu
+
+CASES = Path(__file__).resolve().parents[1] / "tests" / "cases"
+NOT_PACKAGES = {"python", "cuda", "driver", "nvcc"}
+
+
+def stack(case: dict, folder: Path) -> EnvironmentInputs:
+    """The reporter's stated versions as a declared target."""
+    versions = {k: str(v) for k, v in case.get("versions", {}).items() if str(v)}
+    lines = []
+    for name, version in versions.items():
+        if name in NOT_PACKAGES:
+            continue
+        if name == "torch" and "+" not in version and versions.get("cuda"):
+            version += "+cu" + versions["cuda"].replace(".", "")[:3]
+        lines.append(f"{name}=={version}")
+    requirements = folder / "requirements.txt"
+    requirements.write_text("\n".join(lines) + "\n")
+    gpus = []
+    if case.get("gpu"):
+        try:
+            target_gpu(case["gpu"])
+            gpus = [case["gpu"]]
+        except InputError:
+            pass
+    python = versions.get("python")
+    return EnvironmentInputs(
+        requirements=[requirements] if lines else [],
+        gpus=gpus,
+        scan=False,
+        python=python if python and lines and python.count(".") <= 2 else None,
+    )
+
+
+def ranked(case: dict) -> list[tuple[str, Verdict]] | str:
+    """The rule ids explain names, most likely first (or why it could not run)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        log = folder / "error.log"
+        log.write_text(case["log"]["error"])
+        try:
+            result = explain(str(log), stack(case, folder), Config(), [])
+        except InputError as exc:
+            return f"input error: {exc}"
+    return [(cause.finding.rule.id, cause.finding.verdict) for cause in result.causes]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--misses", action="store_true", help="list each case whose cause was not first")
+    options = parser.parse_args()
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # cases, top-1, top-3
+    false_blame, misses = 0, []
+    for path in sorted(CASES.glob("*/*.toml")):
+        case = tomllib.loads(path.read_text(encoding="utf-8"))
+        expected, family = case["expected"], case["family"]
+        causes = ranked(case)
+        if isinstance(causes, str):
+            misses.append(f"{path.relative_to(CASES)}: {causes}")
+            totals[family][0] += 1
+            continue
+        ids = [rule_id for rule_id, _ in causes]
+        if expected in ("usage", "none"):
+            blamed = [rule_id for rule_id, verdict in causes if verdict is Verdict.AFFECTED]
+            false_blame += bool(blamed)
+            hit1 = hit3 = not blamed
+        else:
+            hit1, hit3 = ids[:1] == [expected], expected in ids[:3]
+        counts = totals[family]
+        counts[0] += 1
+        counts[1] += hit1
+        counts[2] += hit3
+        if not hit1:
+            misses.append(f"{path.relative_to(CASES)}: expected {expected}, got {ids[:3] or 'nothing'}")
+    print(f"{'family':<14} {'cases':>5} {'top-1':>7} {'top-3':>7}")
+    all_counts = [0, 0, 0]
+    for family, (cases, top1, top3) in sorted(totals.items()):
+        print(f"{family:<14} {cases:>5} {top1 / cases:>7.0%} {top3 / cases:>7.0%}")
+        all_counts = [a + b for a, b in zip(all_counts, (cases, top1, top3))]
+    cases, top1, top3 = all_counts
+    print(f"{'all':<14} {cases:>5} {top1 / cases:>7.0%} {top3 / cases:>7.0%}")
+    print(f"false blame on usage/none cases: {false_blame}")
+    if options.misses:
+        print("\n".join(["", *misses]))
+
+
+if __name__ == "__main__":
+    main()

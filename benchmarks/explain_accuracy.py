@@ -16,6 +16,7 @@ import argparse
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from attn_doctor._compat import tomllib
 from attn_doctor.config import Config
@@ -29,7 +30,7 @@ CASES = Path(__file__).resolve().parents[1] / "tests" / "cases"
 NOT_PACKAGES = {"python", "cuda", "driver", "nvcc"}
 
 
-def stack(case: dict, folder: Path) -> EnvironmentInputs:
+def stack(case: dict[str, Any], folder: Path) -> EnvironmentInputs:
     """The reporter's stated versions as a declared target."""
     versions = {k: str(v) for k, v in case.get("versions", {}).items() if str(v)}
     lines = []
@@ -57,7 +58,7 @@ def stack(case: dict, folder: Path) -> EnvironmentInputs:
     )
 
 
-def ranked(case: dict) -> list[tuple[str, Verdict]] | str:
+def ranked(case: dict[str, Any]) -> list[tuple[str, Verdict]] | str:
     """The rule ids explain names, most likely first (or why it could not run)."""
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)

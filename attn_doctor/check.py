@@ -16,6 +16,7 @@ from attn_doctor.engine.matcher import Finding, Verdict, match, with_probe
 from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.facts.model import Environment
 from attn_doctor.probes.observation import Observation
+from attn_doctor.releases.facts import snapshot
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT_ERROR = 0, 1, 2
 
@@ -74,22 +75,8 @@ def run_check(
         fail_on=fail_on or config.fail_on or "error",
         problems=problems,
         fail_on_unknown=fail_on_unknown,
-        notes=newer_than_snapshot(env),
+        notes=snapshot().newer_than_snapshot(env),
     )
-
-
-def newer_than_snapshot(env: Environment) -> list[str]:
-    """Releases the snapshot cannot know: rules drawn from release facts can say nothing of them,
-    and the report says so rather than calling them clean."""
-    from attn_doctor.releases.facts import snapshot
-
-    facts = snapshot()
-    newer = f"is newer than the release database (snapshot of {facts.generated})"
-    return [
-        f"{package.name} {package.version} {newer}: checks drawn from release facts cannot judge it"
-        for package in env.packages.values()
-        if package.version and facts.is_newer_than_snapshot(package.distribution, package.version)
-    ]
 
 
 def observe(

@@ -17,6 +17,8 @@ from attn_doctor.facts.features import EVIDENT_FEATURES
 from attn_doctor.facts.model import Environment
 from attn_doctor.probes.observation import Observation, ProbeVerdict
 
+RELEASE = "release"  # the condition of every reason the release-facts snapshot decides
+
 
 class Verdict(str, enum.Enum):
     AFFECTED = "affected"
@@ -96,7 +98,7 @@ def _conditions(rule: Rule, env: Environment) -> list[Reason]:
     if affects.release_packages and not decided:
         subject = affects.release_packages[0]
         if subject not in env.packages:
-            return [*reasons, Reason("release", False, f"{subject} is not installed")]
+            return [*reasons, Reason(RELEASE, False, f"{subject} is not installed")]
         from attn_doctor.engine import release_conditions
 
         reasons += release_conditions.reasons(affects, env)

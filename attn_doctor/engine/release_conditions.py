@@ -8,17 +8,18 @@ for the target's versions from the snapshot (``Reason.suggestion``): only releas
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
-from attn_doctor.engine.matcher import Reason
+from attn_doctor.engine.matcher import RELEASE, Reason
 from attn_doctor.engine.schema import Affects
 from attn_doctor.facts.model import Environment, Package, marker_environment
 from attn_doctor.facts.names import rule_name
 from attn_doctor.releases.facts import ReleaseFacts, Wheel, snapshot
 
-RELEASE = "release"  # the condition name of every reason decided by the release facts
+if TYPE_CHECKING:  # annotations only: a clean machine's check never parses a requirement
+    from packaging.requirements import Requirement
 
 
 def reasons(affects: Affects, env: Environment, facts: ReleaseFacts | None = None) -> list[Reason]:
@@ -49,10 +50,10 @@ def bundled_ptxas_lacks_gpu(package_name: str, env: Environment, facts: ReleaseF
         if env.gpu_source == "none":
             return Reason(RELEASE, False, "no NVIDIA GPU here: nothing to compile for")
         return Reason(RELEASE, None, "GPUs not known (no --gpu target)")
-    newest = facts.ptxas_newest_archs()
+    late = facts.archs_some_ptxas_lacks()
     for gpu in env.gpus:
         sm = f"sm_{(gpu.compute_capability or '').replace('.', '')}"
-        if sm not in newest:
+        if sm not in late:
             continue  # an architecture every bundled ptxas knows (Hopper and older), or unknown
         ptxas = facts.triton_ptxas(package.version, blackwell=True)
         archs = None if ptxas is None else facts.ptxas_archs(ptxas)

@@ -21,7 +21,7 @@ from attn_doctor.check import (
 )
 from attn_doctor.config import Config
 from attn_doctor.engine.loader import RuleSet, database_path, load_rules
-from attn_doctor.engine.matcher import Finding, Verdict, match
+from attn_doctor.engine.matcher import RELEASE, Finding, Verdict, match
 from attn_doctor.engine.schema import Rule
 from attn_doctor.facts.assemble import EnvironmentInputs, assemble
 from attn_doctor.facts.model import Environment
@@ -163,7 +163,7 @@ def _rejected(
 def _holding_reason(rule: Rule, env: Environment) -> str:
     """The most telling condition that holds: a release fact's sentence, else the first one."""
     reasons = [r for r in match(rule, env).reasons if r.holds]
-    release = [r.text for r in reasons if r.condition == "release"]
+    release = [r.text for r in reasons if r.condition == RELEASE]
     return (release or [r.text for r in reasons] or [rule.title])[0]
 
 
@@ -193,7 +193,7 @@ def _can_fail(finding: Finding, changeable: dict[str, Version]) -> bool:
     return all(
         r.holds
         or (r.condition in affects.packages and r.condition in changeable)
-        or (r.condition == "release" and by_release)
+        or (r.condition == RELEASE and by_release)
         for r in finding.reasons
     )
 

@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # imported where requirements are read: `check` on a clean ma
     from packaging.markers import Marker
     from packaging.requirements import Requirement
 
+    from attn_doctor.facts.model import Environment
+
 SNAPSHOT = Path(__file__).resolve().parent / "snapshot"
 
 
@@ -57,9 +59,6 @@ class ReleaseFacts:
     def generated(self) -> str:
         return str(self.meta["generated"])
 
-    def packages(self) -> list[str]:
-        return sorted(self.meta["packages"])
-
     def releases(self, package: str) -> dict[str, Release]:
         """Every final release of ``package`` (a distribution name, any spelling) in the snapshot."""
         name = canonicalize_name(package)
@@ -95,16 +94,21 @@ class ReleaseFacts:
             (r for v, r in releases.items() if _same_version(v, public)), None
         )
 
-    def newest(self, package: str) -> str | None:
-        versions = [_parsed(v) for v in self.releases(package)]
-        known = [v for v in versions if v is not None]
-        return str(max(known)) if known else None
-
     def is_newer_than_snapshot(self, package: str, version: str) -> bool:
         """Newer than every release the snapshot knows (read from meta.json: no package file)."""
         known = self.meta["packages"].get(canonicalize_name(package))
         newest, parsed = (known or {}).get("newest"), _parsed(version)
         return newest is not None and parsed is not None and Version(parsed.public) > Version(newest)
+
+    def newer_than_snapshot(self, env: Environment) -> list[str]:
+        """A line per package of ``env`` newer than every release the snapshot knows: rules drawn
+        from release facts can say nothing of it, and the report says so rather than call it clean."""
+        newer = f"is newer than the release database (snapshot of {self.generated})"
+        return [
+            f"{package.name} {package.version} {newer}: checks drawn from release facts cannot judge it"
+            for package in env.packages.values()
+            if package.version and self.is_newer_than_snapshot(package.distribution, package.version)
+        ]
 
     def requirements(self, package: str, version: str, markers: dict[str, str]) -> list[Requirement] | None:
         """What that release requires on the target ``markers`` describe; None when not known."""
@@ -187,7 +191,7 @@ class ReleaseFacts:
             return None
         return {arch for added, archs in table.items() if _at_least(cuda, added) for arch in archs}
 
-    def ptxas_newest_archs(self) -> set[str]:
+    def archs_some_ptxas_lacks(self) -> set[str]:
         """The architectures some bundled ptxas lacks: those newer than the oldest one's CUDA."""
         releases = self._triton_ptxas.get("releases", {}).values()
         oldest = min((str(r["ptxas"]) for r in releases if r.get("ptxas")), key=Version, default="0")

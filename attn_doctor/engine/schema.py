@@ -30,6 +30,9 @@ COMPONENTS = (
     "sdpa",
 )
 PLATFORMS = ("linux", "windows", "darwin")
+# "bug": a version, build or hardware fault of the stack; "usage": a known user error (a dtype the
+# GPU lacks, a build without torch in its environment), named by `explain`, never a `check` finding.
+KINDS = ("bug", "usage")
 VERSION_CONDITIONS = ("compute_capability", "cuda", "nvcc", "driver", "python")
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -38,6 +41,7 @@ _TOP_KEYS = {
     "id",
     "title",
     "severity",
+    "kind",
     "component",
     "summary",
     "symptoms",
@@ -107,6 +111,7 @@ class Rule:
     symptoms: tuple[str, ...] = ()
     repro: str | None = None
     path: str = ""
+    kind: str = "bug"
 
 
 class _Problems:
@@ -140,6 +145,7 @@ def parse_rule(
     summary = _text(data, "summary", problems)
     severity = _choice(data, "severity", SEVERITIES, problems)
     component = _choice(data, "component", COMPONENTS, problems)
+    kind = _choice(data, "kind", KINDS, problems) if "kind" in data else "bug"
     symptoms = _symptoms(data.get("symptoms", []), problems, compile_symptoms)
     references = _references(data.get("references"), problems)
     repro = data.get("repro")
@@ -164,6 +170,7 @@ def parse_rule(
         symptoms=symptoms,
         repro=repro,
         path=path,
+        kind=kind,
     )
 
 

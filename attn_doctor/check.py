@@ -64,9 +64,7 @@ def run_check(
     for rule_id in config.ignore:
         if rule_id not in known_ids:
             problems.append(f"{config.path} [tool.attn-doctor.ignore]: no rule {rule_id!r}")
-    # a user error is a property of the code, not of the stack: explain names it from a log
-    stack_rules = [rule for rule in ruleset.rules if rule.kind == "bug"]
-    findings = [match(rule, env, ignored=config.ignore.get(rule.id)) for rule in stack_rules]
+    findings = [match(rule, env, ignored=config.ignore.get(rule.id)) for rule in ruleset.stack_rules]
     observed = {item.rule: item for item in observations or []}
     findings = [with_probe(f, observed[f.rule.id]) if f.rule.id in observed else f for f in findings]
     order = {Verdict.AFFECTED: 0, Verdict.UNKNOWN: 1, Verdict.NOT_AFFECTED: 2}

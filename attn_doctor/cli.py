@@ -486,6 +486,9 @@ def explain(
     target_platform: PlatformOption = None,
     rules: RulesOption = [],  # noqa: B006
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich or json.")] = "rich",
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Every fact the log states; why each cause ranks there.")
+    ] = False,
 ) -> None:
     """Name the known causes of an error in a traceback or training log, ranked for this stack.
 
@@ -501,8 +504,10 @@ def explain(
         env_file, path, requirements, pin, gpu, feature, project_path, no_scan, python, target_platform
     )
     result = run_explain(log, inputs, project_config(config, project_path), rules)
-    render = explain_report.to_json if output_format == "json" else explain_report.to_text
-    sys.stdout.write(render(result))
+    if output_format == "json":
+        sys.stdout.write(explain_report.to_json(result))
+    else:
+        sys.stdout.write(explain_report.to_text(result, verbose))
     for problem in result.problems:
         _error(problem)
     raise typer.Exit(result.exit_code)

@@ -3,8 +3,9 @@
 Each case's error text, as the reporter pasted it, is explained on the stack the reporter stated
 (their versions as a requirements target, their Python and GPU where given, no project scan).
 Prints top-1 and top-3 accuracy per package family, and the false blame count: user errors
-(`usage`) and reports with no stack cause (`none`) for which explain named a cause it calls
-affected.
+(`usage`) and reports with no stack cause (`none`) on which explain puts a stack bug it calls
+affected first. A user error is named right when a `kind = "usage"` rule ranks first or no bug is
+blamed.
 
     python benchmarks/explain_accuracy.py            # the table
     python benchmarks/explain_accuracy.py --misses   # also each case whose cause was not first
@@ -58,7 +59,7 @@ def stack(case: dict[str, Any], folder: Path) -> EnvironmentInputs:
     )
 
 
-def ranked(case: dict[str, Any]) -> list[tuple[str, Verdict]] | str:
+def ranked(case: dict[str, Any]) -> list[tuple[str, Verdict, str]] | str:
     """The rule ids explain names, most likely first (or why it could not run)."""
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
@@ -68,7 +69,25 @@ def ranked(case: dict[str, Any]) -> list[tuple[str, Verdict]] | str:
             result = explain(str(log), stack(case, folder), Config(), [])
         except InputError as exc:
             return f"input error: {exc}"
-    return [(cause.finding.rule.id, cause.finding.verdict) for cause in result.causes]
+    return [
+        (cause.finding.rule.id, cause.finding.verdict, cause.finding.rule.kind) for cause in result.causes
+    ]
+
+
+def blames_a_bug(causes: list[tuple[str, Verdict, str]]) -> bool:
+    """The first cause explain calls affected is a fault of the stack, not a user error."""
+    affected = [kind for _, verdict, kind in causes if verdict is Verdict.AFFECTED]
+    return bool(affected) and affected[0] != "usage"
+
+
+def score(case: dict[str, Any], causes: list[tuple[str, Verdict, str]]) -> tuple[bool, bool, bool]:
+    """(top-1 right, top-3 right, false blame) for one case."""
+    expected = case["expected"]
+    if expected in ("usage", "none"):
+        blamed = blames_a_bug(causes)
+        return not blamed, not blamed, blamed
+    ids = [rule_id for rule_id, _, _ in causes]
+    return ids[:1] == [expected], expected in ids[:3], False
 
 
 def main() -> None:
@@ -85,13 +104,9 @@ def main() -> None:
             misses.append(f"{path.relative_to(CASES)}: {causes}")
             totals[family][0] += 1
             continue
-        ids = [rule_id for rule_id, _ in causes]
-        if expected in ("usage", "none"):
-            blamed = [rule_id for rule_id, verdict in causes if verdict is Verdict.AFFECTED]
-            false_blame += bool(blamed)
-            hit1 = hit3 = not blamed
-        else:
-            hit1, hit3 = ids[:1] == [expected], expected in ids[:3]
+        ids = [rule_id for rule_id, _, _ in causes]
+        hit1, hit3, blamed = score(case, causes)
+        false_blame += blamed
         counts = totals[family]
         counts[0] += 1
         counts[1] += hit1

@@ -185,7 +185,7 @@ def test_same_message_ranks_by_stack(site):
     ]
     text = explain(site, log, "--pin", "transformers==4.51.0", *mask_4d).stdout
     why = "transformers 4.51.0 is not in ==4.44.0"
-    assert f"2. - gemma2-fa2-generate-4d-mask [error; not affected on this stack: {why}]" in text
+    assert f"2. - gemma2-fa2-generate-4d-mask [error; symptom matches, your versions do not: {why}]" in text
 
 
 def test_repeated_asserts_are_counted_not_listed(site, tmp_path):

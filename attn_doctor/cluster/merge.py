@@ -48,7 +48,7 @@ def merge(
     results = {m.label: run_check(m.environment, ruleset, config, fail_on, fail_on_unknown) for m in members}
     problems = list(dict.fromkeys(p for result in results.values() for p in result.problems))
     findings = []
-    for rule in ruleset.rules:
+    for rule in ruleset.stack_rules:
         verdicts = {
             label: next(f for f in result.findings if f.rule.id == rule.id)
             for label, result in results.items()

@@ -23,6 +23,12 @@ class RuleSet:
     rules: list[Rule] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # "path: field 'x': message"
 
+    @property
+    def stack_rules(self) -> list[Rule]:
+        """The rules `check` matches: faults the stack's facts decide. Installation faults and user
+        errors (kind install, usage) are properties of one run, named by `explain` from its log."""
+        return [rule for rule in self.rules if rule.kind == "bug"]
+
     def extend(self, other: RuleSet) -> None:
         known = {rule.id: rule for rule in self.rules}
         for rule in other.rules:

@@ -187,6 +187,15 @@ def _cuda(spec: SpecifierSet, env: Environment) -> Reason:
     return _in_spec("cuda", "torch's CUDA", env.torch_build.cuda, spec)
 
 
+def _rocm(spec: SpecifierSet, env: Environment) -> Reason:
+    if "torch" not in env.packages or env.torch_build is None:
+        return Reason("rocm", None, "torch's build (CUDA or ROCm) is unknown")
+    if env.torch_build.hip is None:
+        build = f"CUDA {env.torch_build.cuda}" if env.torch_build.cuda else "CPU"
+        return Reason("rocm", False, f"torch is a {build} build, not a ROCm build")
+    return _in_spec("rocm", "torch's ROCm", env.torch_build.hip, spec)
+
+
 def _nvcc(spec: SpecifierSet, env: Environment) -> Reason:
     if env.nvcc is None:
         if "nvcc" in env.origins:
@@ -254,6 +263,7 @@ def pending_features(finding: Finding) -> tuple[str, ...]:
 _VERSION_CHECKS = {
     "compute_capability": _compute_capability,
     "cuda": _cuda,
+    "rocm": _rocm,
     "nvcc": _nvcc,
     "driver": _driver,
     "python": _python,

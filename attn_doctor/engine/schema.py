@@ -30,10 +30,13 @@ COMPONENTS = (
     "sdpa",
 )
 PLATFORMS = ("linux", "windows", "darwin")
-# "bug": a version, build or hardware fault of the stack; "usage": a known user error (a dtype the
-# GPU lacks, a build without torch in its environment), named by `explain`, never a `check` finding.
-KINDS = ("bug", "usage")
-VERSION_CONDITIONS = ("compute_capability", "cuda", "nvcc", "driver", "python")
+# "bug": a fault of the stack that its versions, build and hardware decide (what `check` reports);
+# "install": an installation fault that versions cannot show (a binary built for another torch or
+# C++ ABI, a source build without its toolchain), seen only in a log; "usage": a known user error
+# (a dtype the GPU lacks, a build without torch in its environment). `explain` names all three,
+# saying which; `check` reports only bugs.
+KINDS = ("bug", "install", "usage")
+VERSION_CONDITIONS = ("compute_capability", "cuda", "rocm", "nvcc", "driver", "python")
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _PIN = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?P<spec>[<>=!~].*)$")

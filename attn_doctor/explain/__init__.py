@@ -19,16 +19,18 @@ bounded cost per candidate line. benchmarks/explain_throughput.py measures it on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from attn_doctor.config import Config
 from attn_doctor.engine.loader import database_path, load_rules
 from attn_doctor.engine.matcher import match
 from attn_doctor.explain.rank import Cause, rank
-from attn_doctor.explain.reader import LogReader, open_log
+from attn_doctor.explain.reader import Block, LogReader, open_log
 from attn_doctor.explain.scan import scan
 from attn_doctor.explain.symptoms import compile_symptoms
+from attn_doctor.facts import log_facts  # the module: log_facts reads logs with this package's reader
 from attn_doctor.facts.assemble import EnvironmentInputs, assemble
 from attn_doctor.facts.model import Environment
 
@@ -56,17 +58,25 @@ def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules:
     """Read the log ``source`` (a file, or ``-`` for stdin) and rank the rules it shows symptoms of."""
     ruleset = load_rules([database_path(), *extra_rules])
     symptoms = compile_symptoms(ruleset.rules)
+    stated = log_facts.LogFactCollector()
     with open_log(source) as stream:
-        env, fact_problems = assemble(inputs, config)
         reader = LogReader(stream, source)
-        hits = scan(reader, symptoms)
+        hits = scan(_feeding(reader, stated), symptoms)
+    env, fact_problems = assemble(replace(inputs, log=stated.facts), config)
     findings = [match(rule, env) for rule in ruleset.rules]
     return Explanation(
         source=source,
         bytes_read=reader.bytes_read,
         lines=reader.lines,
         environment=env,
-        causes=rank(findings, symptoms, hits),
+        causes=rank(findings, symptoms, hits, stated.facts.innermost_package),
         rules_with_symptoms=sum(bool(rule.symptoms) for rule in ruleset.rules),
         problems=[*ruleset.problems, *fact_problems],
     )
+
+
+def _feeding(blocks: Iterable[Block], collector: log_facts.LogFactCollector) -> Iterator[Block]:
+    """The blocks, each also read for the facts the log states (one pass over the log)."""
+    for block in blocks:
+        collector.feed(block)
+        yield block

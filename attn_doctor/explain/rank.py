@@ -1,9 +1,15 @@
-"""Turn matched symptoms into causes, most likely first.
+"""Turn matched symptoms into causes, most likely first, each with why it ranked there.
 
-The same message can be a symptom of several rules (``index out of bounds`` is), so the stack
-decides first: a rule affected on this stack outranks an unknown one, which outranks one that
-is not affected. Then how specific the match is: more of the rule's patterns matched, a pattern
-fewer rules share, a longer literal. Then the latest match in the log (the crash is at the end).
+The same message can be a symptom of several rules (``undefined symbol`` is), so fit decides:
+
+1. a rule whose conditions contradict the known facts ("symptom matches, your versions do not")
+   ranks below every rule that fits or may fit;
+2. a rule matched only by a generic message (GENERIC_MESSAGES: any CUDA crash says "illegal memory
+   access") ranks below one matched by a message specific to it;
+3. affected on this stack before unknown;
+4. the rule's component owns the innermost traceback frame (the package that raised);
+5. then how specific the match is: more of the rule's patterns, a pattern fewer rules share, a
+   longer literal; then the latest match in the log (the crash is at the end).
 """
 
 from __future__ import annotations
@@ -16,6 +22,35 @@ from attn_doctor.explain.scan import Hits, Occurrence
 from attn_doctor.explain.symptoms import Symptom
 
 _VERDICT_ORDER = {Verdict.AFFECTED: 0, Verdict.UNKNOWN: 1, Verdict.NOT_AFFECTED: 2}
+# messages that many unrelated faults print: on their own they say little about the cause
+GENERIC_MESSAGES = (
+    "undefined symbol",
+    "no kernel image is available for execution on the device",
+    "an illegal memory access was encountered",
+    "out of resource: shared memory",
+    "CUDA error: ",
+    "device-side assert triggered",
+    "Segmentation fault",
+    "CUBLAS_STATUS_",
+    "cannot import name ",
+    "has no attribute ",
+    "got an unexpected keyword argument ",
+    "No module named ",
+    "RuntimeError: ",
+    "ImportError: ",
+)
+# the packages whose frames belong to a rule's component
+_COMPONENT_PACKAGES = {
+    "torch": ("torch",),
+    "sdpa": ("torch",),
+    "flex-attention": ("torch",),
+    "triton": ("triton",),
+    "transformers": ("transformers",),
+    "flash-attn": ("flash-attn",),
+    "flash-attn-3": ("flash-attn-3", "flash-attn"),
+    "flash-linear-attention": ("flash-linear-attention",),
+    "xformers": ("xformers",),
+}
 
 
 @dataclass(frozen=True)
@@ -25,36 +60,79 @@ class SymptomMatch:
     first: Occurrence
     last: Occurrence
 
+    @property
+    def generic(self) -> bool:
+        """Every literal of the pattern is part of a generic message."""
+        return all(
+            any(run.decode("utf-8", "replace") in message for message in GENERIC_MESSAGES)
+            for run in self.symptom.runs
+        )
+
 
 @dataclass(frozen=True)
 class Cause:
     finding: Finding  # the rule and its verdict on this stack
     matches: tuple[SymptomMatch, ...]
+    raised_here: bool = False  # the innermost traceback frame is in the rule's component
 
     @property
     def last_line(self) -> int:
         return max(match.last.line for match in self.matches)
 
+    @property
+    def generic_only(self) -> bool:
+        return all(match.generic for match in self.matches)
 
-def rank(findings: list[Finding], symptoms: list[Symptom], hits: dict[str, Hits]) -> list[Cause]:
-    """The findings whose rule has a matched symptom, most likely first."""
+    def why(self) -> list[str]:
+        """Why it ranked where it did, one phrase per criterion, in ranking order."""
+        verdict = self.finding.verdict
+        reasons = {
+            Verdict.AFFECTED: "the stack fits the rule",
+            Verdict.UNKNOWN: "the stack may fit (some facts unknown)",
+            Verdict.NOT_AFFECTED: "symptom matches, your versions do not",
+        }
+        why = [reasons[verdict]]
+        if self.generic_only:
+            why.append("matched only by a generic message")
+        else:
+            shared = min(len(match.symptom.rules) for match in self.matches if not match.generic)
+            why.append("a message specific to it" if shared == 1 else f"a message {shared} rules share")
+        if self.raised_here:
+            why.append(f"the innermost frame is in {self.finding.rule.component}")
+        total = len(self.finding.rule.symptoms)
+        why.append(f"{len(self.matches)} of its {total} symptom pattern{'s' if total > 1 else ''} matched")
+        return why
+
+
+def rank(
+    findings: list[Finding], symptoms: list[Symptom], hits: dict[str, Hits], innermost: str | None = None
+) -> list[Cause]:
+    """The findings whose rule has a matched symptom, most likely first. ``innermost``: the
+    package of the last traceback frame in the log, if one was read."""
     matched = {
         symptom.pattern: SymptomMatch(symptom, found.count, found.first, found.last)
         for symptom in symptoms
         if (found := hits.get(symptom.pattern)) and found.first and found.last
     }
     causes = [
-        Cause(finding, tuple(matched[p] for p in finding.rule.symptoms if p in matched))
+        Cause(
+            finding,
+            tuple(matched[p] for p in finding.rule.symptoms if p in matched),
+            innermost in _COMPONENT_PACKAGES.get(finding.rule.component, ()),
+        )
         for finding in findings
     ]
     return sorted((cause for cause in causes if cause.matches), key=_likelihood)
 
 
-def _likelihood(cause: Cause) -> tuple[int, int, int, int, int, int, str]:
+def _likelihood(cause: Cause) -> tuple[int, int, int, int, int, int, int, int, int, str]:
     """Sort key, most likely first."""
-    rule = cause.finding.rule
+    rule, verdict = cause.finding.rule, cause.finding.verdict
     return (
-        _VERDICT_ORDER[cause.finding.verdict],
+        verdict is Verdict.NOT_AFFECTED,
+        cause.generic_only,
+        _VERDICT_ORDER[verdict],
+        not cause.raised_here,
         -len(cause.matches),
         min(len(match.symptom.rules) for match in cause.matches),
         -max(len(match.symptom.literal) for match in cause.matches),

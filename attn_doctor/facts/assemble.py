@@ -9,14 +9,19 @@ Precedence, first to last (a later step overrides an earlier one):
    implies is absent from it, as in pip-audit. What a requirements file cannot state (GPUs,
    driver, CUDA toolkit) is unknown; its platform is Linux and its Python the runner's, and the
    report says so.
+   For `explain`, a log is a target too: without a declared one, the base is **the log's stack**
+   (facts/log_facts.py: a freeze block, collect_env, wheel names, traceback frames), never this
+   machine, whose packages need not be the log's (``--path`` names a machine's site-packages).
 2. **Pins** (``--pin NAME==VERSION``) replace packages of the base: on their own they mean "this
    machine, with this version instead"; with a declared target they override the file.
-3. **Target GPUs**: ``--gpu``, else ``[tool.attn-doctor] gpus``, replace the base's GPUs.
-4. **Implied facts** (a requirements target only): the packages its stated releases pin and
+3. **The log's facts** fill what the steps above left unknown (a package they do not name, the
+   GPUs, driver, Python, toolkit): stated facts never override the user's options.
+4. **Target GPUs**: ``--gpu``, else ``[tool.attn-doctor] gpus``, replace the base's GPUs.
+5. **Implied facts** (a requirements or log target): the packages its stated releases pin and
    torch's CUDA build, from the release-facts snapshot (facts/implied.py). A probed machine's
    packages (this machine, an env file) are what is installed: nothing is implied there, and a
    mismatch with what a release requires is a finding instead.
-5. **Features**: declared (``--feature``, else pyproject, else the env file) close the list;
+6. **Features**: declared (``--feature``, else pyproject, else the env file) close the list;
    evidence from the project scan and from ``--source`` adds features in use, with file:line.
 
 Every fact says where it came from: packages their ``origin``, features their source and
@@ -28,13 +33,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attn_doctor.config import Config
 from attn_doctor.errors import InputError
 from attn_doctor.facts import gpus, system
 from attn_doctor.facts.features import FEATURES, FeatureFact, FeatureSet
-from attn_doctor.facts.model import Environment, Package, torch_build_from_version
+from attn_doctor.facts.model import Environment, Gpu, Package, TorchBuild, torch_build_from_version
 from attn_doctor.facts.probe import probe_environment
+
+if TYPE_CHECKING:  # log_facts reads logs with explain's reader, which imports this module
+    from attn_doctor.facts.log_facts import LogFacts
 
 
 @dataclass
@@ -52,6 +61,7 @@ class EnvironmentInputs:
     sources: list[Path] = field(default_factory=list)  # --source: flash-attention checkouts
     python: str | None = None  # --python: the declared target's Python (default: the runner's)
     platform: str | None = None  # --platform: linux[-x86_64|-aarch64], windows, darwin[-arm64]
+    log: LogFacts | None = None  # explain: what the log states about its stack
 
     @property
     def declares_target(self) -> bool:
@@ -92,21 +102,32 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
 
     Raises InputError for a bad input of the user's own (a file, a pin, a GPU, a feature name).
     """
-    if (inputs.python or inputs.platform) and not inputs.declares_target:
+    if (inputs.python or inputs.platform) and not (inputs.declares_target or inputs.log):
         option = "--python" if inputs.python else "--platform"
         raise InputError(option, "describes a declared target (-r, --env-file); this machine is probed")
     if inputs.declares_target and inputs.site_paths:
         raise InputError("--path", "reads installed packages; a declared target (-r, --env-file) has none")
     site_paths = [_site_packages(path) for path in inputs.site_paths]
     problems: list[str] = []
+    log_is_target = inputs.log is not None and not (inputs.declares_target or inputs.site_paths)
     if inputs.declares_target:
         env = _declared_target(inputs)
+    elif log_is_target:  # (--path names a machine's site-packages: that machine's packages)
+        env = Environment(gpu_source="unknown", target="the stack the log states")
+        _target_platform(env, inputs)
     else:
         env, problems = probe_environment([str(path) for path, _ in site_paths])
         env.sources += [note for _, note in site_paths if note]
     if inputs.pins:
         env = _with_pins(env, inputs.pins)
-    if inputs.requirements:  # an env file is a probed machine: its packages are what is installed
+    if inputs.log is not None and (log_is_target or inputs.requirements):
+        # a probed machine (this one, --path, an env file) has what it has: a log adds nothing
+        env = _fill_from_log(env, inputs.log)
+        if env.platform is None:
+            env.platform, env.machine = PLATFORMS["linux"]
+            env.origins["platform"] = env.origins["machine"] = "default (the log does not state it)"
+    if inputs.requirements or log_is_target:
+        # an env file is a probed machine: its packages are what is installed
         from attn_doctor.facts.implied import complete
         from attn_doctor.releases.facts import snapshot
 
@@ -174,6 +195,27 @@ def _target_platform(env: Environment, inputs: EnvironmentInputs) -> None:
             raise InputError(f"--platform {inputs.platform!r}", f"expected one of {', '.join(PLATFORMS)}")
         env.platform, env.machine = PLATFORMS[inputs.platform]
         env.origins["platform"] = env.origins["machine"] = "--platform"
+
+
+def _fill_from_log(env: Environment, log: LogFacts) -> Environment:
+    """The log's facts where the target leaves a gap."""
+    env = _over(env, {name: p for name, p in log.packages.items() if name not in env.packages})
+    if log.torch_cuda and env.torch_build is None:
+        env.torch_build = TorchBuild(cuda=log.torch_cuda)
+        env.origins["torch_build"] = log.origins["torch_cuda"]
+    for fact in ("python", "platform", "nvcc"):
+        value = getattr(log, fact)
+        if value is not None and getattr(env, fact) is None:
+            setattr(env, fact, value)
+            env.origins[fact] = log.origins[fact]
+    if not env.gpus and env.gpu_source == "unknown" and (log.gpus or log.driver):
+        env.gpus = log.gpus or [Gpu(name="GPU named in the log", compute_capability=None)]
+        env.gpu_source = log.gpu_origin or log.origins["driver"]
+    if log.driver and not any(gpu.driver for gpu in env.gpus):
+        env.gpus = [replace(gpu, driver=log.driver) for gpu in env.gpus]
+    if log.packages or log.gpus:
+        env.sources = [*env.sources, "the log"]
+    return env
 
 
 def _with_pins(env: Environment, pins: list[str]) -> Environment:

@@ -14,6 +14,7 @@ ALIASES: dict[str, str] = {
     "pytorch-triton": "triton",
     "pytorch-triton-rocm": "triton",
     "triton": "triton",
+    "triton-windows": "triton",  # woct0rdho/triton-windows: triton's releases built for Windows
 }
 
 # the distributions `check` looks up; anything else installed is irrelevant to the rules
@@ -22,6 +23,7 @@ WATCHED: tuple[str, ...] = (
     "triton",
     "pytorch-triton",
     "pytorch-triton-rocm",
+    "triton-windows",
     "transformers",
     "flash-attn",
     "flash-attn-3",

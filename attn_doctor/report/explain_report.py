@@ -15,6 +15,7 @@ from attn_doctor.engine.matcher import Finding, Verdict
 from attn_doctor.explain import Explanation
 from attn_doctor.explain.rank import Cause, SymptomMatch
 from attn_doctor.explain.scan import Occurrence
+from attn_doctor.facts.model import Environment
 
 EXPLAIN_SCHEMA_ID = "attn-doctor/explain"
 EXPLAIN_SCHEMA_VERSION = 1
@@ -23,15 +24,20 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x9b]")
 _MARKS = {Verdict.AFFECTED: "✗", Verdict.UNKNOWN: "?", Verdict.NOT_AFFECTED: "-"}
 
 
-def to_text(explanation: Explanation) -> str:
+def to_text(explanation: Explanation, verbose: bool = False) -> str:
     env = explanation.environment
     lines = [
         f"attn-doctor explain: {_input_name(explanation.source)} ({explanation.bytes_read:,} bytes, "
         f"{explanation.lines:,} lines; stack: {env.target})",
-        "",
     ]
+    stated = _stated_facts(env)
+    if stated:
+        lines.append(f"from the log: {'; '.join(stated if verbose else stated[:6])}")
+    lines.append("")
     for rank, cause in enumerate(explanation.causes, 1):
         lines.extend(_cause_lines(rank, cause))
+        if verbose:
+            lines.append(f"   ranked here: {'; '.join(cause.why())}")
         lines.append("")
     lines.extend(_summary_lines(explanation))
     return "\n".join(lines) + "\n"
@@ -58,14 +64,34 @@ def _summary_lines(explanation: Explanation) -> list[str]:
     return lines
 
 
+def _stated_facts(env: Environment) -> list[str]:
+    """The facts that came from the log, each with its line."""
+    marker = "from the log, "
+    facts = [
+        f"{p.name} {p.version or '(version not stated)'} ({p.origin.removeprefix(marker)})"
+        for p in env.packages.values()
+        if p.origin.startswith(marker)
+    ]
+    if env.gpu_source.startswith(marker):
+        names = ", ".join(gpu.name for gpu in env.gpus)
+        facts.append(f"GPU {names} ({env.gpu_source.removeprefix(marker)})")
+    facts += [
+        f"{fact} {getattr(env, fact)} ({origin.removeprefix(marker)})"
+        for fact, origin in env.origins.items()
+        if origin.startswith(marker) and fact in ("python", "platform", "nvcc")
+    ]
+    return facts
+
+
 def _input_name(source: str) -> str:
     return "stdin" if source == "-" else source
 
 
 def _cause_lines(rank: int, cause: Cause) -> list[str]:
     rule, mark = cause.finding.rule, _MARKS[cause.finding.verdict]
+    kind = {"usage": "user error; ", "install": "installation problem; "}.get(rule.kind, "")
     lines = [
-        f"{rank}. {mark} {rule.id} [{rule.severity}; {_verdict_text(cause.finding)}]",
+        f"{rank}. {mark} {rule.id} [{kind}{rule.severity}; {_verdict_text(cause.finding)}]",
         f"   {rule.title}",
     ]
     for match in cause.matches:
@@ -81,7 +107,11 @@ def _cause_lines(rank: int, cause: Cause) -> list[str]:
 
 def _verdict_text(finding: Finding) -> str:
     """The verdict, and for an unknown or not-affected one the conditions that made it so."""
-    label = f"{finding.verdict.value.replace('-', ' ')} on this stack"
+    label = (
+        "symptom matches, your versions do not"
+        if finding.verdict is Verdict.NOT_AFFECTED
+        else f"{finding.verdict.value.replace('-', ' ')} on this stack"
+    )
     wanted = {Verdict.UNKNOWN: None, Verdict.NOT_AFFECTED: False}.get(finding.verdict, True)
     why = [reason.text for reason in finding.reasons if reason.holds is wanted]
     return f"{label}: {'; '.join(why)}" if finding.verdict is not Verdict.AFFECTED and why else label
@@ -140,6 +170,8 @@ def _cause_dict(rank: int, cause: Cause) -> dict[str, Any]:
         "severity": rule.severity,
         "component": rule.component,
         "verdict": cause.finding.verdict.value,
+        "kind": rule.kind,
+        "why": cause.why(),
         "reasons": [
             {"condition": r.condition, "holds": r.holds, "text": r.text} for r in cause.finding.reasons
         ],

@@ -247,3 +247,35 @@ def test_triton_bundled_ptxas_against_the_gpu(tmp_path, triton, gpu, verdict, ne
     assert found["verdict"] == verdict and needle in json.dumps(found)
     if verdict == "affected" and triton == "3.2.0":
         assert "triton==3.3.0 (bundles a ptxas with sm_120)" in json.dumps(found)
+
+
+@pytest.mark.parametrize(
+    "torch, gpu, affected, names",
+    [
+        # the 2.7.0 cu126 wheel on PyPI has sm_50..sm_90; cu128 has sm_75..sm_120 (pytorch PR #145792)
+        ("2.7.0+cu126", "sm_120", True, "cu128"),
+        ("2.7.0+cu128", "V100", True, "cu126"),
+        # sm_70 came back to cu128 in 2.8 (pytorch#157517) and left again in 2.11 (pytorch#182250)
+        ("2.9.0+cu128", "V100", False, ""),
+        ("2.11.0+cu128", "V100", True, "cu126"),
+        ("2.11.0+cu130", "H100", False, ""),
+        ("2.11.0+cu130", "sm_121", False, ""),  # sm_120 code runs on 12.1 (DGX Spark)
+    ],
+)
+def test_torch_variant_lacks_gpu(torch: str, gpu: str, affected: bool, names: str) -> None:
+    result = cli("check", "--no-scan", "--pin", f"torch=={torch}", "--gpu", gpu, "--format", "json")
+    finding = next(
+        f for f in json.loads(result.stdout)["findings"] if f["id"] == "torch-wheel-lacks-gpu-arch"
+    )
+    assert finding["verdict"] == ("affected" if affected else "not-affected")
+    if affected:
+        assert names in json.dumps(finding)
+
+
+def test_torch_variant_unknown_when_only_inferred() -> None:
+    """2.7.0's cu118 list is inferred, not read from a wheel or script: unknown, never a guess."""
+    result = cli("check", "--no-scan", "--pin", "torch==2.7.0+cu118", "--gpu", "sm_120", "--format", "json")
+    finding = next(
+        f for f in json.loads(result.stdout)["findings"] if f["id"] == "torch-wheel-lacks-gpu-arch"
+    )
+    assert finding["verdict"] == "unknown"

@@ -36,7 +36,45 @@ def reasons(affects: Affects, env: Environment, facts: ReleaseFacts | None = Non
         found.append(driver_below_cuda_minimum(env, facts))
     if affects.bundled_ptxas_lacks_gpu is not None:
         found.append(bundled_ptxas_lacks_gpu(affects.bundled_ptxas_lacks_gpu, env, facts))
+    if affects.torch_variant_lacks_gpu:
+        found.append(torch_variant_lacks_gpu(env, facts))
     return found
+
+
+def torch_variant_lacks_gpu(env: Environment, facts: ReleaseFacts) -> Reason:
+    """Holds when the wheels of torch's release for its CUDA build have no code for a target GPU
+    (sm_120 on cu126 wheels, sm_70 on 2.7's and 2.11's cu128): every kernel then fails with "no
+    kernel image is available". The fix names the variants of that release that have it."""
+    torch = env.packages.get("torch")
+    if torch is None or torch.version is None:
+        return Reason(RELEASE, False if torch is None else None, "torch version unknown")
+    if env.torch_build is None or env.torch_build.cuda is None:
+        known = env.torch_build is not None
+        return Reason(RELEASE, False if known else None, "torch's build is not a known CUDA build")
+    if not env.gpus:
+        if env.gpu_source == "none":
+            return Reason(RELEASE, False, "no NVIDIA GPU here: nothing to run on")
+        return Reason(RELEASE, None, "GPUs not known (no --gpu target)")
+    variant = facts.torch_variant(torch.version, env.torch_build.cuda)
+    if variant is None:
+        why = f"torch {torch.version} with CUDA {env.torch_build.cuda}: architectures not in the database"
+        return Reason(RELEASE, None, why, torch.origin)
+    for gpu in env.gpus:
+        if gpu.compute_capability and not variant.runs_on(gpu.compute_capability):
+            sm = f"sm_{gpu.compute_capability.replace('.', '')}"
+            archs = " ".join(f"sm_{a.replace('.', '')}" for a in variant.archs)
+            text = f"torch {variant.torch}+{variant.name} has code for {archs}, not {sm} ({gpu.name})"
+            others = [
+                v.name for v in facts.torch_variants(variant.torch) if v.runs_on(gpu.compute_capability)
+            ]
+            # a variant is a wheel index, not a version pip resolves: said, not pinned
+            suggestion = (
+                f"torch {variant.torch} from the {' or '.join(others)} wheels (has {sm})" if others else None
+            )
+            return Reason(RELEASE, True, text, torch.origin, suggestion=suggestion)
+    if any(gpu.compute_capability is None for gpu in env.gpus):
+        return Reason(RELEASE, None, "compute capability of a GPU is unknown")
+    return Reason(RELEASE, False, f"torch {variant.torch}+{variant.name} has code for every GPU here")
 
 
 def bundled_ptxas_lacks_gpu(package_name: str, env: Environment, facts: ReleaseFacts) -> Reason:

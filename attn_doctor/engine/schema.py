@@ -59,6 +59,7 @@ RELEASE_CONDITIONS = (
     "prebuilt_wheel_lacks_gpu",
     "driver_below_cuda_minimum",
     "bundled_ptxas_lacks_gpu",
+    "torch_variant_lacks_gpu",
 )
 PTXAS_PACKAGES = ("triton",)
 PREBUILT_WHEEL_PACKAGES = ("flash-attn",)
@@ -78,6 +79,7 @@ class Affects:
     prebuilt_wheel_lacks_gpu: str | None = None  # its wheel for this torch has no code for the GPU
     driver_below_cuda_minimum: bool = False  # the driver is older than NVIDIA's minimum for torch's CUDA
     bundled_ptxas_lacks_gpu: str | None = None  # the package's bundled ptxas cannot compile for the GPU
+    torch_variant_lacks_gpu: bool = False  # torch's wheels for its CUDA build have no code for the GPU
 
     @property
     def release_packages(self) -> tuple[str, ...]:
@@ -87,7 +89,7 @@ class Affects:
             read += [self.requirement_unmet[0], *self.requirement_unmet[1]]
         if self.bundled_ptxas_lacks_gpu is not None:
             read.append(self.bundled_ptxas_lacks_gpu)
-        if self.driver_below_cuda_minimum:
+        if self.driver_below_cuda_minimum or self.torch_variant_lacks_gpu:
             read.append("torch")
         for package in (self.prebuilt_wheel_missing, self.prebuilt_wheel_lacks_gpu):
             if package is not None:
@@ -268,6 +270,9 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
         ),
         bundled_ptxas_lacks_gpu=_member(
             value.get("bundled_ptxas_lacks_gpu"), "bundled_ptxas_lacks_gpu", PTXAS_PACKAGES, problems
+        ),
+        torch_variant_lacks_gpu=_flag(
+            value.get("torch_variant_lacks_gpu"), "torch_variant_lacks_gpu", problems
         ),
     )
 

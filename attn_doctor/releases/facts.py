@@ -45,6 +45,27 @@ class Wheel:
     archs: tuple[str, ...] = ()  # the sm_XX it has code for (setup.py's gencodes this CUDA builds)
 
 
+# a variant whose architecture list is inferred, not read from the wheel, a build script or users' output
+UNCONFIRMED_VARIANT = ("inferred", "unverified")
+
+
+@dataclass(frozen=True)
+class TorchVariant:
+    """The wheels of one torch release built with one CUDA release (``cu128``)."""
+
+    torch: str
+    name: str  # cu128
+    archs: tuple[
+        str, ...
+    ]  # compute capabilities with code in the wheels ("8.0"); release wheels carry no PTX
+    references: tuple[str, ...]
+
+    def runs_on(self, capability: str) -> bool:
+        """Compiled code for X.Y runs on X.Z for Z >= Y (sm_80 code serves every 8.x GPU)."""
+        major, minor = capability.split(".")
+        return any(a.split(".")[0] == major and int(a.split(".")[1]) <= int(minor) for a in self.archs)
+
+
 class ReleaseFacts:
     def __init__(self, folder: Path = SNAPSHOT) -> None:
         self.folder = folder
@@ -151,6 +172,34 @@ class ReleaseFacts:
             Wheel(w["torch"], w["cuda"], w["python"], bool(w["cxx11_abi"]), archs(w["cuda"]))
             for w in entry["wheels"]
         ]
+
+    @functools.cached_property
+    def _torch_cuda_archs(self) -> dict[str, Any]:
+        path = self.folder / "torch-cuda-archs.json"
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        return data
+
+    def torch_variant(self, version: str, cuda: str) -> TorchVariant | None:
+        """The GPU architectures of torch ``version``'s wheels built with CUDA ``cuda`` ("12.8");
+        None when the snapshot does not know that release and variant, or only infers its list."""
+        try:
+            public = Version(version).public
+        except InvalidVersion:
+            return None
+        entry = self._torch_cuda_archs.get("releases", {}).get(public)
+        variant_name = "cu" + "".join(cuda.split(".")[:2])
+        variant = None if entry is None else entry["variants"].get(variant_name)
+        if variant is None or variant["status"] in UNCONFIRMED_VARIANT:
+            return None
+        return TorchVariant(public, variant_name, tuple(variant["archs"]), tuple(entry["references"]))
+
+    def torch_variants(self, version: str) -> list[TorchVariant]:
+        """Every confirmed CUDA variant of a torch release."""
+        entry = self._torch_cuda_archs.get("releases", {}).get(version, {})
+        found = (
+            self.torch_variant(version, name[2:-1] + "." + name[-1]) for name in entry.get("variants", {})
+        )
+        return [variant for variant in found if variant is not None]
 
     @functools.cached_property
     def _drivers(self) -> dict[str, Any]:

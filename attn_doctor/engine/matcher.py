@@ -188,7 +188,9 @@ def _cuda(spec: SpecifierSet, env: Environment) -> Reason:
 
 
 def _rocm(spec: SpecifierSet, env: Environment) -> Reason:
-    if "torch" not in env.packages or env.torch_build is None:
+    if "torch" not in env.packages:
+        return Reason("rocm", False, "torch is not installed")
+    if env.torch_build is None:
         return Reason("rocm", None, "torch's build (CUDA or ROCm) is unknown")
     if env.torch_build.hip is None:
         build = f"CUDA {env.torch_build.cuda}" if env.torch_build.cuda else "CPU"

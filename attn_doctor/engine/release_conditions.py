@@ -60,13 +60,12 @@ def torch_variant_lacks_gpu(env: Environment, facts: ReleaseFacts) -> Reason:
         why = f"torch {torch.version} with CUDA {env.torch_build.cuda}: architectures not in the database"
         return Reason(RELEASE, None, why, torch.origin)
     for gpu in env.gpus:
-        if gpu.compute_capability and not variant.runs_on(gpu.compute_capability):
-            sm = f"sm_{gpu.compute_capability.replace('.', '')}"
-            archs = " ".join(f"sm_{a.replace('.', '')}" for a in variant.archs)
-            text = f"torch {variant.torch}+{variant.name} has code for {archs}, not {sm} ({gpu.name})"
-            others = [
-                v.name for v in facts.torch_variants(variant.torch) if v.runs_on(gpu.compute_capability)
-            ]
+        capability = gpu.compute_capability
+        if capability and not _covers(variant.archs, capability):
+            sm = f"sm_{capability.replace('.', '')}"
+            built = f"torch {variant.torch}+{variant.name} has code for {' '.join(variant.archs)}"
+            text = f"{built}, not {sm} ({gpu.name})"
+            others = [v.name for v in facts.torch_variants(variant.torch) if _covers(v.archs, capability)]
             # a variant is a wheel index, not a version pip resolves: said, not pinned
             suggestion = (
                 f"torch {variant.torch} from the {' or '.join(others)} wheels (has {sm})" if others else None

@@ -26,6 +26,7 @@ from attn_doctor.facts.model import Gpu, Package
 from attn_doctor.facts.names import WATCHED, installed_name, rule_name
 
 MAX_CANDIDATE_LINES = 10_000
+FROM_THE_LOG = "from the log, "  # every origin this module gives starts so: "from the log, line 12"
 FACT_LINE_CAP = 1024  # a version, frame or GPU is stated in a short line; longer ones are not read
 _NAMED_GPU_LINE = 512  # nvidia-smi rows and messages naming a GPU are short; a name lookup is not free
 
@@ -161,7 +162,7 @@ class LogFacts:
         known = self.strength.get(name)
         if known is not None and known <= strength:
             return
-        origin = f"from the log, line {line}"
+        origin = f"{FROM_THE_LOG}line {line}"
         self.packages[name] = Package(name, version, name, origin)
         self.strength[name] = strength
 
@@ -169,7 +170,7 @@ class LogFacts:
         """Set a scalar fact (python, platform, driver, torch_cuda, nvcc) once, at its first statement."""
         if getattr(self, fact) is None:
             setattr(self, fact, value)
-            self.origins[fact] = f"from the log, line {line}"
+            self.origins[fact] = f"{FROM_THE_LOG}line {line}"
 
 
 class LogFactCollector:
@@ -258,7 +259,7 @@ class LogFactCollector:
                 name, capability = named[0]
         if capability in CAPABILITIES:
             facts.gpus = [Gpu(name=name, compute_capability=capability)]
-            facts.gpu_origin = f"from the log, line {number}"
+            facts.gpu_origin = f"{FROM_THE_LOG}line {number}"
 
 
 def _distribution(written: str) -> str:

@@ -150,9 +150,7 @@ class ReleaseFacts:
 
     @functools.cached_property
     def _flash_attn(self) -> dict[str, Any]:
-        path = self.folder / "flash-attn-wheels.json"
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        return data
+        return self._snapshot_file("flash-attn-wheels.json")
 
     def flash_attn_wheels(self, version: str) -> list[Wheel] | None:
         """The prebuilt wheels of a flash-attn release; None when the snapshot does not know it."""
@@ -175,9 +173,7 @@ class ReleaseFacts:
 
     @functools.cached_property
     def _torch_cuda_archs(self) -> dict[str, Any]:
-        path = self.folder / "torch-cuda-archs.json"
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        return data
+        return self._snapshot_file("torch-cuda-archs.json")
 
     def torch_variant(self, version: str, cuda: str) -> TorchVariant | None:
         """The GPU architectures of torch ``version``'s wheels built with CUDA ``cuda`` ("12.8");
@@ -186,20 +182,22 @@ class ReleaseFacts:
             public = Version(version).public
         except InvalidVersion:
             return None
-        entry = self._torch_cuda_archs.get("releases", {}).get(public)
-        variant_name = "cu" + "".join(cuda.split(".")[:2])
-        variant = None if entry is None else entry["variants"].get(variant_name)
-        if variant is None or variant["status"] in UNCONFIRMED_VARIANT:
-            return None
-        return TorchVariant(public, variant_name, tuple(variant["archs"]), tuple(entry["references"]))
+        name = "cu" + "".join(cuda.split(".")[:2])
+        return next((v for v in self.torch_variants(public) if v.name == name), None)
 
     def torch_variants(self, version: str) -> list[TorchVariant]:
-        """Every confirmed CUDA variant of a torch release."""
+        """Every confirmed CUDA variant of a torch release (``version`` public, "2.7.0")."""
         entry = self._torch_cuda_archs.get("releases", {}).get(version, {})
-        found = (
-            self.torch_variant(version, name[2:-1] + "." + name[-1]) for name in entry.get("variants", {})
-        )
-        return [variant for variant in found if variant is not None]
+        return [
+            TorchVariant(
+                version,
+                name,
+                tuple(f"sm_{arch.replace('.', '')}" for arch in variant["archs"]),
+                tuple(entry["references"]),
+            )
+            for name, variant in entry.get("variants", {}).items()
+            if variant["status"] not in UNCONFIRMED_VARIANT
+        ]
 
     @functools.cached_property
     def _drivers(self) -> dict[str, Any]:
@@ -215,7 +213,11 @@ class ReleaseFacts:
 
     @functools.cached_property
     def _triton_ptxas(self) -> dict[str, Any]:
-        path = self.folder / "triton-ptxas.json"
+        return self._snapshot_file("triton-ptxas.json")
+
+    def _snapshot_file(self, name: str) -> dict[str, Any]:
+        """A JSON file of the snapshot; empty when this snapshot has none (an older one)."""
+        path = self.folder / name
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
         return data
 

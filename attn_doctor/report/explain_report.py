@@ -15,6 +15,7 @@ from attn_doctor.engine.matcher import Finding, Verdict
 from attn_doctor.explain import Explanation
 from attn_doctor.explain.rank import Cause, SymptomMatch
 from attn_doctor.explain.scan import Occurrence
+from attn_doctor.facts.log_facts import FROM_THE_LOG
 from attn_doctor.facts.model import Environment
 
 EXPLAIN_SCHEMA_ID = "attn-doctor/explain"
@@ -66,7 +67,7 @@ def _summary_lines(explanation: Explanation) -> list[str]:
 
 def _stated_facts(env: Environment) -> list[str]:
     """The facts that came from the log, each with its line."""
-    marker = "from the log, "
+    marker = FROM_THE_LOG
     facts = [
         f"{p.name} {p.version or '(version not stated)'} ({p.origin.removeprefix(marker)})"
         for p in env.packages.values()

@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from attn_doctor.engine.schema import Rule
 from attn_doctor.facts.features import EVIDENT_FEATURES
+from attn_doctor.facts.missing_names import MissingName
 from attn_doctor.facts.model import Environment
 from attn_doctor.probes.observation import Observation, ProbeVerdict
 
@@ -52,8 +53,11 @@ class Finding:
         return _verdict_of(self.reasons)
 
 
-def match(rule: Rule, env: Environment, ignored: str | None = None) -> Finding:
-    reasons = tuple(_conditions(rule, env))
+def match(
+    rule: Rule, env: Environment, ignored: str | None = None, observed: tuple[MissingName, ...] = ()
+) -> Finding:
+    """``observed``: API errors a log shows (explain), which the ``api_change`` condition reads."""
+    reasons = tuple(_conditions(rule, env, observed))
     return Finding(rule=rule, verdict=_verdict_of(reasons), reasons=reasons, ignored=ignored)
 
 
@@ -84,7 +88,7 @@ def _verdict_of(reasons: tuple[Reason, ...]) -> Verdict:
     return Verdict.AFFECTED
 
 
-def _conditions(rule: Rule, env: Environment) -> list[Reason]:
+def _conditions(rule: Rule, env: Environment, observed: tuple[MissingName, ...]) -> list[Reason]:
     affects = rule.affects
     reasons = [_package(name, spec, env) for name, spec in affects.packages.items()]
     for key, spec in affects.versions.items():
@@ -98,10 +102,10 @@ def _conditions(rule: Rule, env: Environment) -> list[Reason]:
     if affects.release_packages and not decided:
         subject = affects.release_packages[0]
         if subject not in env.packages:
-            return [*reasons, Reason(RELEASE, False, f"{subject} is not installed")]
+            return [*reasons, _not_installed(subject, RELEASE, env)]
         from attn_doctor.engine import release_conditions
 
-        reasons += release_conditions.reasons(affects, env)
+        reasons += release_conditions.reasons(affects, env, observed)
     return reasons
 
 
@@ -151,12 +155,20 @@ def _is_version(text: str) -> bool:
 def _package(name: str, spec: SpecifierSet, env: Environment) -> Reason:
     package = env.packages.get(name)
     if package is None:
-        return Reason(name, False, f"{name} is not installed")
+        return _not_installed(name, name, env)
     if package.version is None:
         return Reason(
             name, None, f"{name} version unknown (declared without a pin at {package.origin})", package.origin
         )
     return replace(_in_spec(name, name, package.version, spec), origin=package.origin)
+
+
+def _not_installed(name: str, condition: str, env: Environment) -> Reason:
+    if env.absent(name):
+        return Reason(condition, False, f"{name} is not installed")
+    return Reason(
+        condition, None, f"{name}: not named in the log (installed or not)", env.origins["packages"]
+    )
 
 
 def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
+from attn_doctor.engine.api_change import api_changed
 from attn_doctor.engine.matcher import RELEASE, Reason
 from attn_doctor.engine.schema import Affects
+from attn_doctor.facts.missing_names import MissingName
 from attn_doctor.facts.model import Environment, Package, marker_environment
 from attn_doctor.facts.names import rule_name
 from attn_doctor.releases.facts import ReleaseFacts, Wheel, snapshot
@@ -22,7 +24,13 @@ if TYPE_CHECKING:  # annotations only: a clean machine's check never parses a re
     from packaging.requirements import Requirement
 
 
-def reasons(affects: Affects, env: Environment, facts: ReleaseFacts | None = None) -> list[Reason]:
+def reasons(
+    affects: Affects,
+    env: Environment,
+    observed: tuple[MissingName, ...] = (),
+    facts: ReleaseFacts | None = None,
+) -> list[Reason]:
+    """``observed``: the API errors a log shows (explain), for ``api_change``."""
     facts = facts or snapshot()
     found = []
     if affects.requirement_unmet is not None:
@@ -38,6 +46,8 @@ def reasons(affects: Affects, env: Environment, facts: ReleaseFacts | None = Non
         found.append(bundled_ptxas_lacks_gpu(affects.bundled_ptxas_lacks_gpu, env, facts))
     if affects.torch_variant_lacks_gpu:
         found.append(torch_variant_lacks_gpu(env, facts))
+    if affects.api_change is not None:
+        found.append(api_changed(affects.api_change, observed, env, facts))
     return found
 
 

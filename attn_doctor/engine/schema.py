@@ -60,8 +60,10 @@ RELEASE_CONDITIONS = (
     "driver_below_cuda_minimum",
     "bundled_ptxas_lacks_gpu",
     "torch_variant_lacks_gpu",
+    "api_change",
 )
 PTXAS_PACKAGES = ("triton",)
+API_TABLE_PACKAGES = ("transformers", "flash-attn", "triton", "xformers", "flash-linear-attention")
 PREBUILT_WHEEL_PACKAGES = ("flash-attn",)
 _AFFECTS_KEYS = {"packages", "platform", "features", *VERSION_CONDITIONS, *RELEASE_CONDITIONS}
 _FIX_KEYS = {"summary", "pins"}
@@ -80,6 +82,7 @@ class Affects:
     driver_below_cuda_minimum: bool = False  # the driver is older than NVIDIA's minimum for torch's CUDA
     bundled_ptxas_lacks_gpu: str | None = None  # the package's bundled ptxas cannot compile for the GPU
     torch_variant_lacks_gpu: bool = False  # torch's wheels for its CUDA build have no code for the GPU
+    api_change: str | None = None  # an API error in the log is a change this package's release made
 
     @property
     def release_packages(self) -> tuple[str, ...]:
@@ -87,8 +90,9 @@ class Affects:
         read = []
         if self.requirement_unmet is not None:
             read += [self.requirement_unmet[0], *self.requirement_unmet[1]]
-        if self.bundled_ptxas_lacks_gpu is not None:
-            read.append(self.bundled_ptxas_lacks_gpu)
+        for package in (self.bundled_ptxas_lacks_gpu, self.api_change):
+            if package is not None:
+                read.append(package)
         if self.driver_below_cuda_minimum or self.torch_variant_lacks_gpu:
             read.append("torch")
         for package in (self.prebuilt_wheel_missing, self.prebuilt_wheel_lacks_gpu):
@@ -274,6 +278,7 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
         torch_variant_lacks_gpu=_flag(
             value.get("torch_variant_lacks_gpu"), "torch_variant_lacks_gpu", problems
         ),
+        api_change=_member(value.get("api_change"), "api_change", API_TABLE_PACKAGES, problems),
     )
 
 

@@ -63,7 +63,8 @@ def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules:
         reader = LogReader(stream, source)
         hits = scan(_feeding(reader, stated), symptoms)
     env, fact_problems = assemble(replace(inputs, log=stated.facts), config)
-    findings = [match(rule, env) for rule in ruleset.rules]
+    observed = tuple(stated.facts.missing)
+    findings = [match(rule, env, observed=observed) for rule in ruleset.rules]
     return Explanation(
         source=source,
         bytes_read=reader.bytes_read,

@@ -5,8 +5,10 @@ The same message can be a symptom of several rules (``undefined symbol`` is), so
 1. a rule whose conditions contradict the known facts ("symptom matches, your versions do not")
    ranks below every rule that fits or may fit;
 2. a rule matched only by a generic message (GENERIC_MESSAGES: any CUDA crash says "illegal memory
-   access") ranks below one matched by a message specific to it;
-3. affected on this stack before unknown;
+   access") ranks below one matched by a message specific to it; between them, a generic match the
+   release facts confirm for this stack (the wheels of this torch lack the GPU's code; the API
+   tables name the release that removed the missing name);
+3. affected on this stack before unknown, and among unknown ones, fewer facts missing first;
 4. the rule's component owns the innermost traceback frame (the package that raised);
 5. then how specific the match is: more of the rule's patterns, a pattern fewer rules share, a
    longer literal; then the latest match in the log (the crash is at the end).
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attn_doctor.engine.matcher import Finding, Verdict
+from attn_doctor.engine.matcher import RELEASE, Finding, Verdict
 from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.explain.scan import Hits, Occurrence
 from attn_doctor.explain.symptoms import Symptom
@@ -32,10 +34,12 @@ GENERIC_MESSAGES = (
     "device-side assert triggered",
     "Segmentation fault",
     "CUBLAS_STATUS_",
-    "cannot import name ",
-    "has no attribute ",
-    "got an unexpected keyword argument ",
-    "No module named ",
+    "cannot import name '",
+    "has no attribute '",
+    "got an unexpected keyword argument '",
+    "required positional argument",
+    "required keyword-only argument",
+    "No module named '",
     "RuntimeError: ",
     "ImportError: ",
 )
@@ -80,8 +84,13 @@ class Cause:
         return max(match.last.line for match in self.matches)
 
     @property
+    def confirmed(self) -> bool:
+        """A release-facts condition holds: the snapshot, not only the message, names the cause."""
+        return any(reason.condition == RELEASE and reason.holds for reason in self.finding.reasons)
+
+    @property
     def generic_only(self) -> bool:
-        return all(match.generic for match in self.matches)
+        return all(match.generic for match in self.matches) and not self.confirmed
 
     def why(self) -> list[str]:
         """Why it ranked where it did, one phrase per criterion, in ranking order."""
@@ -94,6 +103,8 @@ class Cause:
         why = [reasons[verdict]]
         if self.generic_only:
             why.append("matched only by a generic message")
+        elif self.confirmed and all(match.generic for match in self.matches):
+            why.append("a generic message, the cause confirmed by the release facts")
         else:
             shared = min(len(match.symptom.rules) for match in self.matches if not match.generic)
             why.append("a message specific to it" if shared == 1 else f"a message {shared} rules share")
@@ -125,13 +136,14 @@ def rank(
     return sorted((cause for cause in causes if cause.matches), key=_likelihood)
 
 
-def _likelihood(cause: Cause) -> tuple[int, int, int, int, int, int, int, int, int, str]:
+def _likelihood(cause: Cause) -> tuple[int, int, int, int, int, int, int, int, int, int, str]:
     """Sort key, most likely first."""
     rule, verdict = cause.finding.rule, cause.finding.verdict
     return (
         verdict is Verdict.NOT_AFFECTED,
-        cause.generic_only,
+        cause.generic_only + all(match.generic for match in cause.matches),  # specific, confirmed, generic
         _VERDICT_ORDER[verdict],
+        sum(reason.holds is None for reason in cause.finding.reasons),  # fewer facts missing fits better
         not cause.raised_here,
         -len(cause.matches),
         min(len(match.symptom.rules) for match in cause.matches),

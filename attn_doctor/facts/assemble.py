@@ -39,7 +39,14 @@ from attn_doctor.config import Config
 from attn_doctor.errors import InputError
 from attn_doctor.facts import gpus, system
 from attn_doctor.facts.features import FEATURES, FeatureFact, FeatureSet
-from attn_doctor.facts.model import Environment, Gpu, Package, TorchBuild, torch_build_from_version
+from attn_doctor.facts.model import (
+    OPEN_PACKAGE_LIST,
+    Environment,
+    Gpu,
+    Package,
+    TorchBuild,
+    torch_build_from_version,
+)
 from attn_doctor.facts.probe import probe_environment
 
 if TYPE_CHECKING:  # log_facts reads logs with explain's reader, which imports this module
@@ -114,6 +121,7 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
         env = _declared_target(inputs)
     elif log_is_target:  # (--path names a machine's site-packages: that machine's packages)
         env = Environment(gpu_source="unknown", target="the stack the log states")
+        env.origins["packages"] = OPEN_PACKAGE_LIST
         _target_platform(env, inputs)
     else:
         env, problems = probe_environment([str(path) for path, _ in site_paths])

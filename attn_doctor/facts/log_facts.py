@@ -21,11 +21,14 @@ from dataclasses import dataclass, field
 
 from attn_doctor.explain.reader import Block
 from attn_doctor.explain.symptoms import lines_containing
+from attn_doctor.facts import missing_names
 from attn_doctor.facts.gpus import CAPABILITIES, gpus_in_text
+from attn_doctor.facts.missing_names import MissingName
 from attn_doctor.facts.model import Gpu, Package
 from attn_doctor.facts.names import WATCHED, installed_name, rule_name
 
 MAX_CANDIDATE_LINES = 10_000
+MAX_MISSING_NAMES = 32  # distinct API errors kept: a log repeating one per rank says nothing new
 FROM_THE_LOG = "from the log, "  # every origin this module gives starts so: "from the log, line 12"
 FACT_LINE_CAP = 1024  # a version, frame or GPU is stated in a short line; longer ones are not read
 _NAMED_GPU_LINE = 512  # nvidia-smi rows and messages naming a GPU are short; a name lookup is not free
@@ -64,6 +67,7 @@ _LITERALS = (
     b"fla",
     b"ccelerate",
     b"peft",
+    *missing_names.LITERALS,
 )
 
 # names users write for the stack's packages, lower-case -> distribution
@@ -154,6 +158,7 @@ class LogFacts:
     nvcc: str | None = None
     origins: dict[str, str] = field(default_factory=dict)
     innermost_package: str | None = None  # the package of the last traceback frame read
+    missing: list[MissingName] = field(default_factory=list)  # API errors: names the stack lacks
 
     def add_package(self, name: str, version: str | None, line: int, strength: int) -> None:
         name = installed_name(name, version)
@@ -223,6 +228,7 @@ class LogFactCollector:
         if found := _DRIVER.search(line):
             facts.state("driver", found[1], number)
         self._gpus(line, number)
+        self._missing(line, number)
 
     def _versions(self, line: str, number: int) -> None:
         add = self.facts.add_package
@@ -242,6 +248,18 @@ class LogFactCollector:
         for pattern in (_STATED, _SPOKEN_VERSION):
             for name, version in pattern.findall(line):
                 add(_distribution(name), version, number, MENTION)
+
+    def _missing(self, line: str, number: int) -> None:
+        """API errors; the module an import error names proves its package installed."""
+        facts = self.facts
+        for seen in missing_names.missing_in(line, f"{FROM_THE_LOG}line {number}"):
+            if len(facts.missing) < MAX_MISSING_NAMES and all(
+                (seen.kind, seen.owner, seen.name) != (m.kind, m.owner, m.name) for m in facts.missing
+            ):
+                facts.missing.append(seen)
+            top = (seen.package_module or "").split(".")[0]
+            if top in _MODULES:
+                facts.add_package(_MODULES[top], None, number, FRAME)
 
     def _gpus(self, line: str, number: int) -> None:
         facts = self.facts

@@ -19,6 +19,9 @@ ENV_SCHEMA_ID = "attn-doctor/environment"
 ENV_SCHEMA_VERSION = 2
 READABLE_SCHEMA_VERSIONS = (1, 2)  # 1: features was a plain list (or null), no origins or target
 THIS_MACHINE = "this machine"
+# origins["packages"] of a target whose package list is open: a log names only some of its packages,
+# so one it does not name is unknown, not absent (a probed machine or a requirements file is closed)
+OPEN_PACKAGE_LIST = "the log (a package it does not name may still be installed)"
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,10 @@ class Environment:
     sources: list[str] = field(default_factory=list)
     target: str = THIS_MACHINE  # one line for report headers: "requirements.txt (5 packages)"
     origins: dict[str, str] = field(default_factory=dict)
+
+    def absent(self, name: str) -> bool | None:
+        """Whether a package missing from ``packages`` is known to be absent (None: it may be there)."""
+        return None if self.origins.get("packages") == OPEN_PACKAGE_LIST else True
 
     def with_packages(self, overrides: dict[str, Package], source: str) -> Environment:
         """A copy in which ``overrides`` replace the packages of the same name."""

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from attn_doctor.releases.api_changes import ApiChanges
+
 if TYPE_CHECKING:  # imported where requirements are read: `check` on a clean machine never needs them
     from packaging.markers import Marker
     from packaging.requirements import Requirement
@@ -210,6 +212,10 @@ class ReleaseFacts:
         """NVIDIA's minimum driver for a CUDA major release on ``platform`` (linux, windows)."""
         value = self._drivers["minimum_driver"].get(cuda_major, {}).get(platform)
         return None if value is None else str(value)
+
+    @functools.cached_property
+    def api_changes(self) -> ApiChanges:
+        return ApiChanges(self._snapshot_file("api-changes.json"))
 
     @functools.cached_property
     def _triton_ptxas(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from attn_doctor import __version__
-from attn_doctor.engine.matcher import Finding, Verdict
+from attn_doctor.engine.matcher import RELEASE, Finding, Verdict
 from attn_doctor.explain import Explanation
 from attn_doctor.explain.rank import Cause, SymptomMatch
 from attn_doctor.explain.scan import Occurrence
@@ -35,13 +35,28 @@ def to_text(explanation: Explanation, verbose: bool = False) -> str:
     if stated:
         lines.append(f"from the log: {'; '.join(stated if verbose else stated[:6])}")
     lines.append("")
+    folded = []
     for rank, cause in enumerate(explanation.causes, 1):
+        if _foldable(cause) and not verbose:
+            folded.append(cause.finding.rule.id)
+            continue
         lines.extend(_cause_lines(rank, cause))
         if verbose:
             lines.append(f"   ranked here: {'; '.join(cause.why())}")
         lines.append("")
+    if folded:
+        lines += [
+            f"Also matched only by a generic message, on versions they do not fit ({len(folded)}; -v shows "
+            f"them): {', '.join(folded)}",
+            "",
+        ]
     lines.extend(_summary_lines(explanation))
     return "\n".join(lines) + "\n"
+
+
+def _foldable(cause: Cause) -> bool:
+    """A generic message on a stack the rule does not fit says nothing: one line, not a cause."""
+    return cause.finding.verdict is Verdict.NOT_AFFECTED and cause.generic_only
 
 
 def _summary_lines(explanation: Explanation) -> list[str]:
@@ -95,9 +110,17 @@ def _cause_lines(rank: int, cause: Cause) -> list[str]:
         f"{rank}. {mark} {rule.id} [{kind}{rule.severity}; {_verdict_text(cause.finding)}]",
         f"   {rule.title}",
     ]
-    for match in cause.matches:
-        lines.extend(_match_lines(match))
-    lines.append(f"   fix: {rule.fix_summary}")
+    shown: set[int] = set()
+    for match in cause.matches:  # two patterns of a rule can match one line: show it once
+        if {match.first.line, match.last.line} - shown:
+            lines.extend(_match_lines(match))
+            shown |= {match.first.line, match.last.line}
+    for reason in cause.finding.reasons:
+        if reason.condition == RELEASE and reason.holds:
+            lines.append(f"   found: {reason.text}")
+        if reason.suggestion and reason.holds is not False:
+            lines.append(f"   for these versions: {reason.suggestion}")
+    lines.append(f"   fix: {' '.join(rule.fix_summary.split())}")
     if rule.fix_pins:
         lines.append(f"   pins: {' '.join(rule.fix_pins)}")
     lines.append(f"   see: {rule.references[0]}")
@@ -174,7 +197,14 @@ def _cause_dict(rank: int, cause: Cause) -> dict[str, Any]:
         "kind": rule.kind,
         "why": cause.why(),
         "reasons": [
-            {"condition": r.condition, "holds": r.holds, "text": r.text} for r in cause.finding.reasons
+            {
+                "condition": r.condition,
+                "holds": r.holds,
+                "text": r.text,
+                "suggestion": r.suggestion,
+                "suggested_pins": list(r.suggested_pins),
+            }
+            for r in cause.finding.reasons
         ],
         "matches": [
             {

@@ -406,3 +406,57 @@ def test_long_lines_are_cut_and_fast():
     gpus.gpus_in_text(hostile)
     gpus.capability_from_name(hostile)
     assert time.perf_counter() - started < 1.0
+
+
+# ---------------------------------------------------------------- AMD GPUs as facts rules target
+
+
+@pytest.mark.parametrize(
+    "spec, gfx",
+    [
+        ("MI300X", "gfx942"),
+        ("AMD Instinct MI250X", "gfx90a"),
+        ("RX 7900 XTX", "gfx1100"),
+        ("gfx1030", "gfx1030"),
+    ],
+)
+def test_amd_targets_carry_their_gfx_and_no_compute_capability(spec: str, gfx: str) -> None:
+    gpu = gpus.target_gpu(spec)
+    assert (gpu.gfx, gpu.compute_capability) == (gfx, None)
+
+
+def test_a_gfx_rule_decides_on_amd_targets_and_not_on_nvidia_ones(tmp_path) -> None:
+    from tests.support import cli, write_rule
+
+    rule = write_rule(
+        tmp_path / "rules", "rdna-only", 'packages = { torch = "" }\ngfx = ["gfx1100", "gfx1101"]'
+    )
+    verdicts = {}
+    for target in ("RX 7900 XTX", "MI300X", "H100"):
+        result = cli("check", "--rules", rule, "--gpu", target, "--pin", "torch==2.5.1", "--format", "json")
+        finding = next(f for f in json.loads(result.stdout)["findings"] if f["id"] == "rdna-only")
+        verdicts[target] = finding["verdict"]
+    assert verdicts == {"RX 7900 XTX": "affected", "MI300X": "not-affected", "H100": "not-affected"}
+    bad = write_rule(tmp_path / "bad", "bad-gfx", 'gfx = ["rdna3"]')
+    assert "affects.gfx" in cli("rules", "validate", bad).output
+
+
+def test_a_log_names_an_amd_gpu_by_product_or_target(tmp_path) -> None:
+    """ROCm/flash-attention#93: the CK build refuses an RX 7900 XTX (gfx1100)."""
+    from tests.support import cli
+
+    log = tmp_path / "build.log"
+    log.write_text(
+        "torch 2.5.1+rocm6.2\nflash-attn 2.7.4.post1\n"
+        "AssertionError: One of GPU archs of ['gfx1100'] is invalid or not supported by Flash-Attention\n"
+    )
+    report = json.loads(cli("explain", log, "--format", "json").stdout)
+    assert report["environment"]["gpus"][0]["gfx"] == "gfx1100"
+    first = report["causes"][0]
+    assert (first["id"], first["verdict"]) == ("flash-attn-rocm-ck-gpu-unsupported", "affected")
+    mi300 = json.loads(cli("explain", log, "--gpu", "MI300X", "--format", "json").stdout)
+    assert cause_verdict(mi300, "flash-attn-rocm-ck-gpu-unsupported") == "not-affected"
+
+
+def cause_verdict(report: dict, rule_id: str) -> str:
+    return next(c["verdict"] for c in report["causes"] if c["id"] == rule_id)

@@ -103,6 +103,7 @@ def test_probed_gpu_from_nvidia_smi(tmp_path, site, fake_nvidia_smi):
         "name": "NVIDIA H100 80GB HBM3",
         "compute_capability": "9.0",
         "driver": "550.54.15",
+        "gfx": None,
     }
     assert verdict(tmp_path / "rules", site)["test-hopper"]["verdict"] == "affected"
 

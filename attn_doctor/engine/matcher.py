@@ -95,6 +95,8 @@ def _conditions(rule: Rule, env: Environment, observed: tuple[MissingName, ...])
         reasons.append(_VERSION_CHECKS[key](spec, env))
     if affects.platform:
         reasons.append(_platform(affects.platform, env))
+    if affects.gfx:
+        reasons.append(_gfx(affects.gfx, env))
     # what costs a project scan or a snapshot read is asked only when it can still matter
     if affects.features and not any(reason.holds is False for reason in reasons):
         reasons.append(_features(affects.features, env))
@@ -171,6 +173,20 @@ def _not_installed(name: str, condition: str, env: Environment) -> Reason:
     )
 
 
+def _gfx(targets: tuple[str, ...], env: Environment) -> Reason:
+    """Holds when a target GPU is an AMD GPU of one of ``targets``; NVIDIA GPUs do not hold."""
+    if not env.gpus:
+        missing = "no GPU found and no --gpu target" if env.gpu_source == "none" else "GPUs not known"
+        return Reason("gfx", False if env.gpu_source == "none" else None, missing)
+    hit = [gpu for gpu in env.gpus if gpu.gfx in targets]
+    if hit:
+        return Reason("gfx", True, f"{hit[0].name} is {hit[0].gfx}, one of {', '.join(targets)}")
+    if any(gpu.gfx is None and gpu.compute_capability is None for gpu in env.gpus):
+        return Reason("gfx", None, "a GPU of unknown architecture")
+    written = ", ".join(f"{gpu.name} ({gpu.gfx or 'NVIDIA'})" for gpu in env.gpus)
+    return Reason("gfx", False, f"{written}: not one of {', '.join(targets)}")
+
+
 def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:
     if not env.gpus:
         missing = "no GPU found and no --gpu target" if env.gpu_source == "none" else "GPUs not known"
@@ -184,9 +200,9 @@ def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:
             True,
             f"{gpu.name} (sm_{capability.replace('.', '')}) is in compute capability {spec}",
         )
-    if len(known) < len(env.gpus):
+    if any(gpu.compute_capability is None and gpu.gfx is None for gpu in env.gpus):
         return Reason("compute_capability", None, "compute capability of a GPU is unknown")
-    names = ", ".join(sorted({f"{gpu.name} ({capability})" for gpu, capability in known}))
+    names = ", ".join(sorted({f"{gpu.name} ({gpu.compute_capability or gpu.gfx})" for gpu in env.gpus}))
     return Reason("compute_capability", False, f"no GPU in compute capability {spec}: {names}")
 
 
@@ -221,7 +237,7 @@ def _nvcc(spec: SpecifierSet, env: Environment) -> Reason:
 def _driver(spec: SpecifierSet, env: Environment) -> Reason:
     drivers = sorted({gpu.driver for gpu in env.gpus if gpu.driver})
     if not drivers:
-        if env.gpu_source == "none":
+        if env.gpu_source == "none" or (env.gpus and all(gpu.gfx for gpu in env.gpus)):
             return Reason("driver", False, "no NVIDIA GPU, so no NVIDIA driver in use")
         return Reason("driver", None, "NVIDIA driver version unknown")
     return _in_spec("driver", "NVIDIA driver", drivers[0], spec)

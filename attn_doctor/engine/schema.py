@@ -65,7 +65,8 @@ RELEASE_CONDITIONS = (
 PTXAS_PACKAGES = ("triton",)
 API_TABLE_PACKAGES = ("transformers", "flash-attn", "triton", "xformers", "flash-linear-attention")
 PREBUILT_WHEEL_PACKAGES = ("flash-attn",)
-_AFFECTS_KEYS = {"packages", "platform", "features", *VERSION_CONDITIONS, *RELEASE_CONDITIONS}
+_AFFECTS_KEYS = {"packages", "platform", "features", "gfx", *VERSION_CONDITIONS, *RELEASE_CONDITIONS}
+_GFX = re.compile(r"^gfx[0-9a-f]{3,5}$")
 _FIX_KEYS = {"summary", "pins"}
 
 
@@ -75,6 +76,7 @@ class Affects:
     versions: dict[str, SpecifierSet] = field(default_factory=dict)  # VERSION_CONDITIONS
     platform: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
+    gfx: tuple[str, ...] = ()  # AMD GPU targets (gfx1100): any target GPU's must be one of them
     # from the release-facts snapshot (docs/release-facts.md):
     requirement_unmet: tuple[str, tuple[str, ...]] | None = None  # (package, the packages it requires)
     prebuilt_wheel_missing: str | None = None  # a package whose release has no wheel for this torch
@@ -259,11 +261,13 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
                 versions[key] = parsed
     platform = _members(value.get("platform", []), "affects.platform", PLATFORMS, problems)
     features = _members(value.get("features", []), "affects.features", FEATURES, problems)
+    gfx = _gfx_targets(value.get("gfx", []), problems)
     return Affects(
         packages=packages,
         versions=versions,
         platform=platform,
         features=features,
+        gfx=gfx,
         requirement_unmet=_requirement_unmet(value.get("requirement_unmet"), problems),
         prebuilt_wheel_missing=_prebuilt_wheel(value.get("prebuilt_wheel_missing"), "missing", problems),
         prebuilt_wheel_lacks_gpu=_prebuilt_wheel(
@@ -280,6 +284,13 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
         ),
         api_change=_member(value.get("api_change"), "api_change", API_TABLE_PACKAGES, problems),
     )
+
+
+def _gfx_targets(value: Any, problems: _Problems) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and _GFX.match(v) for v in value):
+        problems.add("affects.gfx", 'must be a list of AMD GPU targets, e.g. ["gfx1100", "gfx1030"]')
+        return ()
+    return tuple(value)
 
 
 def _member(value: Any, key: str, allowed: tuple[str, ...], problems: _Problems) -> str | None:

@@ -54,7 +54,8 @@ _DOTTED_FORM = re.compile(r"^(\d{1,2})\.(\d)$")
 
 
 def target_gpu(spec: str, source: str = "--gpu") -> Gpu:
-    """A target GPU: ``sm_90``, ``sm_90a``, ``90``, ``9.0`` or a name such as ``H100``."""
+    """A target GPU: ``sm_90``, ``sm_90a``, ``90``, ``9.0``, a name such as ``H100``; or an AMD
+    one, ``gfx942`` or a name such as ``MI300X`` (its gfx target, no compute capability)."""
     text = spec.strip()
     dotted, sm_form = _DOTTED_FORM.match(text), _SM_FORM.match(text)
     if dotted or sm_form:
@@ -67,12 +68,16 @@ def target_gpu(spec: str, source: str = "--gpu") -> Gpu:
             )
         return Gpu(name=f"sm_{digits}", compute_capability=capability)
     named = capability_from_name(text)
-    if named is None:
+    if named is not None:
+        return Gpu(name=text, compute_capability=named)
+    gfx = gfx_from_name(text)
+    if gfx is None:
         raise InputError(
             f"{source} {spec!r}",
-            "not a compute capability (sm_90, 9.0) or a known GPU name (A100, H100, L40S, RTX 4090, T4, ...)",
+            "not a compute capability (sm_90, 9.0), a gfx target (gfx942) or a known GPU name "
+            "(A100, H100, L40S, RTX 4090, T4, MI300X, RX 7900 XTX, ...)",
         )
-    return Gpu(name=text, compute_capability=named)
+    return Gpu(name=text, compute_capability=None, gfx=gfx)
 
 
 def capability_from_name(name: str) -> str | None:

@@ -32,6 +32,7 @@ MAX_MISSING_NAMES = 32  # distinct API errors kept: a log repeating one per rank
 FROM_THE_LOG = "from the log, "  # every origin this module gives starts so: "from the log, line 12"
 FACT_LINE_CAP = 1024  # a version, frame or GPU is stated in a short line; longer ones are not read
 _NAMED_GPU_LINE = 512  # nvidia-smi rows and messages naming a GPU are short; a name lookup is not free
+_GPU_WORDS = ("NVIDIA", "Tesla", "GeForce", "AMD", "Radeon", "Instinct", "gfx")
 
 # how a version was stated, strongest first: a listing beats a mention beats a frame
 LISTING, MENTION, FRAME = 0, 1, 2
@@ -52,6 +53,9 @@ _LITERALS = (
     b"NVIDIA",
     b"Tesla",
     b"GeForce",
+    b"Radeon",
+    b"Instinct",
+    b"gfx",
     b"Cuda compilation tools",
     b".so",
     b"[conda]",
@@ -271,12 +275,16 @@ class LogFactCollector:
             digits = groups[0] or groups[3] or groups[4] or groups[5]
             capability = f"{digits[:-1]}.{digits[-1]}" if digits else f"{groups[1]}.{groups[2]}"
             name = f"sm_{capability.replace('.', '')}"
-        if len(line) <= _NAMED_GPU_LINE and any(word in line for word in ("NVIDIA", "Tesla", "GeForce")):
-            named = [(written, cc) for written, cc in gpus_in_text(line) if cc in CAPABILITIES]
-            if named and capability in (None, named[0][1]):
-                name, capability = named[0]
+        if len(line) <= _NAMED_GPU_LINE and any(word in line for word in _GPU_WORDS):
+            named = gpus_in_text(line)
+            nvidia = [(written, cc) for written, cc in named if cc in CAPABILITIES]
+            if nvidia and capability in (None, nvidia[0][1]):
+                name, capability = nvidia[0]
+            elif capability is None and (amd := [(w, gfx) for w, gfx in named if gfx.startswith("gfx")]):
+                facts.gpus = [Gpu(name=amd[0][0], compute_capability=None, gfx=amd[0][1])]
         if capability in CAPABILITIES:
             facts.gpus = [Gpu(name=name, compute_capability=capability)]
+        if facts.gpus:
             facts.gpu_origin = f"{FROM_THE_LOG}line {number}"
 
 

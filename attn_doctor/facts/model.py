@@ -16,8 +16,9 @@ from attn_doctor.errors import InputError
 from attn_doctor.facts.features import FeatureFact, FeatureSet, check_feature_name
 
 ENV_SCHEMA_ID = "attn-doctor/environment"
-ENV_SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)  # 1: features was a plain list (or null), no origins or target
+ENV_SCHEMA_VERSION = 3
+# 1: features was a plain list (or null), no origins or target; 2: no gfx for GPUs
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 THIS_MACHINE = "this machine"
 # origins["packages"] of a target whose package list is open: a log names only some of its packages,
 # so one it does not name is unknown, not absent (a probed machine or a requirements file is closed)
@@ -49,8 +50,9 @@ class TorchBuild:
 @dataclass(frozen=True)
 class Gpu:
     name: str
-    compute_capability: str | None  # "major.minor", e.g. "9.0"
+    compute_capability: str | None  # NVIDIA: "major.minor", e.g. "9.0"
     driver: str | None = None
+    gfx: str | None = None  # AMD: the LLVM target, e.g. "gfx942" (MI300X)
 
 
 @dataclass
@@ -132,6 +134,7 @@ class Environment:
                     name=str(g["name"]),
                     compute_capability=_opt_str(g["compute_capability"]),
                     driver=_opt_str(g["driver"]),
+                    gfx=_opt_str(g.get("gfx")),
                 )
                 for g in _list(data["gpus"])
             ]

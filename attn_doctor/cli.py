@@ -18,6 +18,7 @@ from attn_doctor import __version__
 from attn_doctor.errors import InputError
 
 EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR = 2, 3
+MAX_ERROR_CHARS = 500
 FORMATS = ("rich", "json", "markdown", "sarif", "junit", "github")
 
 app = typer.Typer(
@@ -49,6 +50,10 @@ def _one_line_errors(command: F) -> F:
         except InputError as exc:
             _error(str(exc))
             raise typer.Exit(EXIT_INPUT_ERROR) from None
+        except BrokenPipeError:  # the reader went away (| head): quietly, as SIGPIPE would
+            from attn_doctor.streams import quiet_broken_pipe
+
+            quiet_broken_pipe()
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
         except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
@@ -64,7 +69,11 @@ def _require_choice(option: str, value: str | None, choices: tuple[str, ...]) ->
 
 
 def _error(message: str) -> None:
-    sys.stderr.write(f"attn-doctor: error: {' '.join(message.split())}\n")
+    """One line on stderr; an input echoed in it (a 100,000-character argument) is cut short."""
+    line = " ".join(message.split())
+    if len(line) > MAX_ERROR_CHARS:
+        line = f"{line[: MAX_ERROR_CHARS - 40]} ... ({len(line):,} characters)"
+    sys.stderr.write(f"attn-doctor: error: {line}\n")
 
 
 def _version(value: bool) -> None:
@@ -137,7 +146,7 @@ PlatformOption = Annotated[
     ),
 ]
 ProbeTimeoutOption = Annotated[
-    float, typer.Option("--probe-timeout", help="Seconds before a probe counts as hung.")
+    float, typer.Option("--probe-timeout", min=0.001, help="Seconds before a probe counts as hung.")
 ]
 
 
@@ -185,7 +194,8 @@ def check(
         ),
     ] = False,
     distributed_timeout: Annotated[
-        float, typer.Option("--distributed-timeout", help="Seconds rank 0 waits for the other ranks.")
+        float,
+        typer.Option("--distributed-timeout", min=0.001, help="Seconds rank 0 waits for the other ranks."),
     ] = 60.0,
 ) -> None:
     """Check this machine (or a target) against the rules database of known-bad combinations."""
@@ -290,12 +300,12 @@ def merge(
 ) -> None:
     """One cluster report from per-node probe files: findings per node and drift between nodes."""
     from attn_doctor.cluster.session import merge_files
-    from attn_doctor.config import FAIL_ON_LEVELS, find_pyproject, load_config
+    from attn_doctor.config import FAIL_ON_LEVELS, project_config
     from attn_doctor.engine.loader import database_path, load_rules
 
     _cluster_formats(output_format)
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
-    project = load_config(config if config is not None else find_pyproject(Path.cwd()))
+    project = project_config(config, None)
     ruleset = load_rules([database_path(), *rules], trust_database=True)
     cluster = merge_files(files, ruleset, project, fail_on, fail_on_unknown)
     _print_cluster(cluster, output_format)
@@ -331,7 +341,7 @@ def repro(
         bool, typer.Option("--sanitizer", help="Run children under compute-sanitizer memcheck (GPU).")
     ] = False,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds before a child counts as hung.")
+        float, typer.Option("--timeout", min=0.001, help="Seconds before a child counts as hung.")
     ] = 300.0,
     jobs: Annotated[
         int, typer.Option("--jobs", "-j", help="Children at a time (default: one per case, <= CPUs).")
@@ -575,4 +585,14 @@ def db_info(
 
 
 def main() -> None:
-    app(prog_name="attn-doctor")
+    from attn_doctor import streams
+
+    streams.guard()
+    try:
+        app(prog_name="attn-doctor")
+    except SystemExit:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            streams.quiet_broken_pipe()
+        raise

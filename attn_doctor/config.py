@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attn_doctor._compat import tomllib
 from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.errors import InputError
 from attn_doctor.facts.features import check_feature_name
+from attn_doctor.inputs import parse_toml, read_text
 
 FAIL_ON_LEVELS = (*SEVERITIES, "never")
 _KEYS = {"gpus", "fail-on", "features", "ignore", "scan", "exclude"}
@@ -37,19 +37,17 @@ def find_pyproject(start: Path) -> Path | None:
 
 def project_config(config: Path | None, project: Path | None) -> Config:
     """``--config``, else the pyproject.toml nearest to ``--project`` (or the current folder)."""
-    return load_config(config if config is not None else find_pyproject(project or Path.cwd()))
+    if config is not None:
+        return load_config(config, "--config")
+    return load_config(find_pyproject(project or Path.cwd()))
 
 
-def load_config(path: Path | None) -> Config:
+def load_config(path: Path | None, option: str | None = None) -> Config:
+    """``option``: how the user named the file (``--config``), for errors about the file itself."""
     if path is None:
         return Config()
     source = f"{path} [tool.attn-doctor]"
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(str(path), exc.strerror or "cannot read") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"not valid TOML: {exc}") from None
+    data = parse_toml(read_text(path, f"{option} {path}" if option else None), str(path))
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise InputError(f"{path} [tool]", "must be a table")

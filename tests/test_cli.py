@@ -33,6 +33,7 @@ NOT_IN_CHECK = (
     "transformers",
     "flash_attn",
     "triton",
+    "re2",
     "attn_doctor.kernels",
     "attn_doctor.repro",
     "attn_doctor.probes.runner",

@@ -26,7 +26,8 @@ def test_requirements_forms(tmp_path: Path):
         'accelerate==0.33.0 ; python_version < "3.0"\n'
         "-e git+https://github.com/Dao-AILab/flash-attention.git#egg=flash_attn_3\n"
     )
-    packages = parse_requirements(requirements)
+    packages, unread = parse_requirements(requirements)
+    assert unread == []  # --index-url says where to install from: nothing to report
     assert packages["xformers"].version == "0.0.28.post1"
     assert packages["transformers"].version == "4.44.0"
     assert packages["transformers"].origin.endswith("requirements.txt:4")

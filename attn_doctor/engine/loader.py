@@ -10,9 +10,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from attn_doctor._compat import tomllib
 from attn_doctor.engine.schema import Rule, parse_rule
+from attn_doctor.errors import InputError
 from attn_doctor.facts.cache import cache_folder
+from attn_doctor.inputs import parse_toml, read_bytes
 
 MAX_RULE_BYTES = 256 * 1024
 MAX_CACHED_DOCUMENTS = 1000
@@ -79,25 +80,23 @@ def _load_path(path: Path, documents: _ParsedCache, compile_symptoms: bool) -> R
         for file in files:
             ruleset.extend(_load_file(file, documents, compile_symptoms))
         return ruleset
-    if path.is_file():
-        return _load_file(path, documents, compile_symptoms)
+    if path.exists():
+        return _load_file(path, documents, compile_symptoms)  # a FIFO or device: one problem line
     return RuleSet(problems=[f"{path}: no such rule file or folder"])
 
 
 def _load_file(path: Path, documents: _ParsedCache, compile_symptoms: bool) -> RuleSet:
+    """One file's rule, or its problems: whatever breaks in one file never stops the others."""
     try:
-        raw = path.read_bytes()[: MAX_RULE_BYTES + 1]
-    except OSError as exc:
-        return RuleSet(problems=[f"{path}: {exc.strerror or 'cannot read'}"])
-    if len(raw) > MAX_RULE_BYTES:
-        return RuleSet(problems=[f"{path}: larger than {MAX_RULE_BYTES // 1024} KiB"])
-    try:
+        raw = read_bytes(path, cap=MAX_RULE_BYTES)
         data = documents.get(path, raw)
+        parsed = parse_rule(data, expected_id=path.stem, path=str(path), compile_symptoms=compile_symptoms)
+    except InputError as exc:
+        return RuleSet(problems=[str(exc)])
     except UnicodeDecodeError:
         return RuleSet(problems=[f"{path}: not UTF-8 text"])
-    except tomllib.TOMLDecodeError as exc:
-        return RuleSet(problems=[f"{path}: not valid TOML: {exc}"])
-    parsed = parse_rule(data, expected_id=path.stem, path=str(path), compile_symptoms=compile_symptoms)
+    except (RecursionError, MemoryError, OverflowError, ValueError) as exc:  # hostile nesting, sizes
+        return RuleSet(problems=[f"{path}: cannot be read as a rule: {type(exc).__name__}"])
     if isinstance(parsed, Rule):
         return RuleSet(rules=[parsed])
     return RuleSet(problems=[f"{path}: {line}" for line in parsed])
@@ -124,7 +123,7 @@ class _ParsedCache:
         known = self.entries.get(key)
         if isinstance(known, dict):
             return dict(known)
-        data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+        data: dict[str, Any] = parse_toml(raw.decode("utf-8"), str(path))
         try:
             json.dumps(data)  # a TOML date has no JSON form: such a file is parsed each time
         except (TypeError, ValueError):

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass, replace
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from attn_doctor.engine.schema import Rule
 from attn_doctor.facts.features import EVIDENT_FEATURES
@@ -120,7 +120,7 @@ def _contains(version: str, spec: SpecifierSet) -> bool | None:
     """
     try:
         parsed = Version(version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past the int-string limit
         return None
     if parsed.is_prerelease and parsed.base_version in _boundaries(spec):
         return None
@@ -149,7 +149,7 @@ def _in_spec(condition: str, label: str, version: str, spec: SpecifierSet) -> Re
 def _is_version(text: str) -> bool:
     try:
         Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past the int-string limit
         return False
     return True
 

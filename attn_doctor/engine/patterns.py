@@ -9,6 +9,10 @@ cheap on any line (docs/rules.md, "Symptoms"):
   to one character (or ``?`` to a group with no quantifier inside); and the ways one match attempt
   can split a line multiply to at most MAX_WAYS, where an unbounded quantifier counts LINE_CAP ways.
   With lines cut to LINE_CAP characters, one search is at most LINE_CAP x MAX_WAYS steps.
+
+`explain` runs the patterns with RE2 (google-re2), whose time is linear in the line whatever the
+pattern; the subset keeps them RE2 patterns and bounds Python's ``re``, the fallback where RE2 has
+no wheel (benchmarks/explain_throughput.py measures both on hostile lines).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ else:  # pragma: no cover
 
 LINE_CAP = 4096  # explain cuts every line to this many bytes
 MIN_LITERAL = 4
-MAX_WAYS = 16 * LINE_CAP  # one unbounded quantifier and a few small ones
+MAX_WAYS = 4 * LINE_CAP  # one unbounded quantifier and two optional characters, or a 4-way choice
+MAX_PATTERN_CHARS = 1000
 
 _ONE_CHARACTER = {sre_parse.LITERAL, sre_parse.NOT_LITERAL, sre_parse.ANY, sre_parse.IN, sre_parse.CATEGORY}
 _REPEATS = {sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT, getattr(sre_parse, "POSSESSIVE_REPEAT", None)}
@@ -53,7 +58,12 @@ class Shape:
 
 def analyse(pattern: str) -> Shape:
     """The pattern's shape. Raises ``re.error`` (not a pattern) or UnsafePattern."""
-    parsed = sre_parse.parse(pattern)
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise UnsafePattern(f"longer than {MAX_PATTERN_CHARS} characters")
+    try:
+        parsed = sre_parse.parse(pattern)
+    except (RecursionError, OverflowError) as exc:  # '(' * 500, 'a{99999999999}'
+        raise UnsafePattern(f"nested or repeated too deeply ({type(exc).__name__})") from None
     if parsed.state.flags & sre_parse.SRE_FLAG_IGNORECASE:
         raise UnsafePattern("case-insensitive matching ((?i)) is not supported: symptoms are verbatim text")
     ways = _ways(parsed.data)

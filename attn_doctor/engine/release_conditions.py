@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from attn_doctor.engine.api_change import api_changed
 from attn_doctor.engine.matcher import RELEASE, Reason
@@ -363,6 +363,6 @@ def _minor(version: str | None) -> str | None:
         return None
     try:
         release = Version(version).release
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past the int-string limit
         return None
     return ".".join(str(part) for part in release[:2])

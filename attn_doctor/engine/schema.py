@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.facts.features import FEATURES
@@ -219,10 +220,10 @@ def _symptoms(value: Any, problems: _Problems, compile_patterns: bool) -> tuple[
         try:
             re.compile(pattern)
             analyse(pattern)
-        except re.error as exc:
-            problems.add(f"symptoms[{index}]", f"not a regular expression: {exc}")
+        except (re.error, RecursionError, OverflowError) as exc:
+            problems.add(f"symptoms[{index}]", f"not a regular expression: {str(exc)[:200]}")
         except UnsafePattern as exc:
-            problems.add(f"symptoms[{index}]", f"{pattern!r}: {exc}")
+            problems.add(f"symptoms[{index}]", f"{pattern[:80]!r}: {exc}")
     return tuple(patterns)
 
 
@@ -344,10 +345,16 @@ def _specifier(value: Any, where: str, problems: _Problems) -> SpecifierSet | No
         problems.add(where, 'must be a PEP 440 specifier string such as ">=2.5,<2.7"')
         return None
     try:
-        return SpecifierSet(value)
-    except InvalidSpecifier:
-        problems.add(where, f"{value!r} is not a PEP 440 specifier set")
+        spec = SpecifierSet(value)
+        for item in spec:
+            if item.operator == "===":
+                problems.add(where, "arbitrary equality (===) compares strings, not versions: use ==")
+                return None
+            Version(item.version.removesuffix(".*"))
+    except ValueError:  # InvalidSpecifier, InvalidVersion, or a number past the int-string limit
+        problems.add(where, f"{value[:60]!r} is not a PEP 440 specifier set")
         return None
+    return spec
 
 
 def _members(value: Any, where: str, allowed: tuple[str, ...], problems: _Problems) -> tuple[str, ...]:

@@ -72,8 +72,14 @@ def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules:
         environment=env,
         causes=rank(findings, symptoms, hits, stated.facts.innermost_package),
         rules_with_symptoms=sum(bool(rule.symptoms) for rule in ruleset.rules),
-        problems=[*ruleset.problems, *fact_problems],
+        problems=[*ruleset.problems, *fact_problems, *_truncation(reader)],
     )
+
+
+def _truncation(reader: LogReader) -> list[str]:
+    if not reader.truncated:
+        return []
+    return [f"{reader.name}: only the first {reader.max_bytes >> 30} GiB were read (give the end of the log)"]
 
 
 def _feeding(blocks: Iterable[Block], collector: log_facts.LogFactCollector) -> Iterator[Block]:

@@ -21,8 +21,10 @@ from typing import BinaryIO
 
 from attn_doctor.engine.patterns import LINE_CAP
 from attn_doctor.errors import InputError
+from attn_doctor.inputs import require_regular_file
 
 CHUNK_BYTES = 1 << 20
+MAX_LOG_BYTES = 4 << 30  # 4 GiB, about a minute of reading: a stream that never ends stops here
 # CSI (colours, cursor moves), OSC (terminal titles, links) ended by BEL or ST, other 2-byte escapes
 _ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
@@ -45,12 +47,9 @@ def open_log(source: str) -> Iterator[BinaryIO]:
         yield sys.stdin.buffer
         return
     path = Path(source)
-    if path.is_dir():
-        raise InputError(source, "is a directory, not a log file")
+    require_regular_file(path, source)  # a FIFO or device would block or never end; stdin is "-"
     try:
         stream = path.open("rb")
-    except FileNotFoundError:
-        raise InputError(source, "no such file") from None
     except OSError as exc:
         raise InputError(source, exc.strerror or "cannot read") from None
     with stream:
@@ -60,10 +59,13 @@ def open_log(source: str) -> Iterator[BinaryIO]:
 class LogReader:
     """Iterates over a log's Blocks; ``bytes_read`` and ``lines`` are the totals so far."""
 
-    def __init__(self, stream: BinaryIO, name: str, chunk_bytes: int = CHUNK_BYTES) -> None:
-        self.stream, self.name, self.chunk_bytes = stream, name, chunk_bytes
+    def __init__(
+        self, stream: BinaryIO, name: str, chunk_bytes: int = CHUNK_BYTES, max_bytes: int = MAX_LOG_BYTES
+    ) -> None:
+        self.stream, self.name, self.chunk_bytes, self.max_bytes = stream, name, chunk_bytes, max_bytes
         self.bytes_read = 0
         self.lines = 0
+        self.truncated = False  # stopped at max_bytes: the rest of the input was not read
 
     def __iter__(self) -> Iterator[Block]:
         pending = b""  # the start of a line whose end is not read yet, at most LINE_CAP bytes
@@ -118,6 +120,9 @@ class LogReader:
                 return
             self.bytes_read += len(raw)
             yield raw
+            if self.bytes_read >= self.max_bytes:
+                self.truncated = True
+                return
 
 
 def _transcoder(first_chunk: bytes) -> Callable[[bytes], bytes]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from attn_doctor.engine.patterns import analyse
 from attn_doctor.engine.schema import Rule
@@ -20,7 +21,7 @@ class Symptom:
     pattern: str
     literal: bytes  # UTF-8 of the longest literal every match contains: the prefilter
     runs: tuple[bytes, ...]  # every literal a match contains, in order
-    regex: re.Pattern[str] | None  # None: the pattern is its literal, a substring test decides
+    regex: Any  # a compiled RE2 (or re) pattern; None: the pattern is its literal, a substring test decides
     rules: tuple[str, ...]  # the rules that name it: the fewer, the more telling a match
 
     def matches(self, line: bytes) -> bool:
@@ -49,11 +50,24 @@ def compile_symptoms(rules: list[Rule]) -> list[Symptom]:
                 pattern=pattern,
                 literal=shape.literal.encode("utf-8"),
                 runs=tuple(run.encode("utf-8") for run in shape.runs),
-                regex=None if shape.plain else re.compile(pattern),
+                regex=None if shape.plain else _compiled(pattern),
                 rules=tuple(rule_ids),
             )
         )
     return symptoms
+
+
+def _compiled(pattern: str) -> Any:
+    """RE2 where it is installed (linear time on any line); Python's re, bounded by the safe subset
+    the pattern was validated against, where RE2 has no wheel or refuses the pattern."""
+    try:
+        import re2  # google-re2: imported by explain only, never by check
+    except ImportError:
+        return re.compile(pattern)
+    try:
+        return re2.compile(pattern)
+    except re2.error:
+        return re.compile(pattern)
 
 
 def lines_containing(text: bytes, literal: bytes) -> Iterator[tuple[int, int]]:

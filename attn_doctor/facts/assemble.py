@@ -118,7 +118,7 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
     problems: list[str] = []
     log_is_target = inputs.log is not None and not (inputs.declares_target or inputs.site_paths)
     if inputs.declares_target:
-        env = _declared_target(inputs)
+        env = _declared_target(inputs, problems)
     elif log_is_target:  # (--path names a machine's site-packages: that machine's packages)
         env = Environment(gpu_source="unknown", target="the stack the log states")
         env.origins["packages"] = OPEN_PACKAGE_LIST
@@ -149,11 +149,13 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
     return env, problems
 
 
-def _declared_target(inputs: EnvironmentInputs) -> Environment:
+def _declared_target(inputs: EnvironmentInputs, problems: list[str]) -> Environment:
+    """The env file and requirements files; lines a requirements file has that the reader does not
+    understand go to ``problems``."""
     from attn_doctor.facts import whatif  # packaging's requirement parser: only for declared inputs
 
     if inputs.env_file is not None:
-        env = whatif.load_environment_file(inputs.env_file)
+        env = whatif.load_environment_file(inputs.env_file, "--env-file")
     else:
         env = Environment(
             python=system.python_version(),
@@ -169,7 +171,9 @@ def _declared_target(inputs: EnvironmentInputs) -> Environment:
     _target_platform(env, inputs)
     declared: dict[str, Package] = {}
     for path in inputs.requirements:
-        declared.update(whatif.parse_requirements(path))
+        packages, unread = whatif.parse_requirements(path)
+        declared.update(packages)
+        problems += unread
     if inputs.requirements:
         names = ", ".join(str(path) for path in inputs.requirements)
         env.sources = [*env.sources, f"--requirements {names}"]

@@ -107,7 +107,8 @@ class Environment:
         """Rebuild from ``probe --json`` output; ``source`` names the file in errors."""
         if not isinstance(data, dict) or data.get("schema") != ENV_SCHEMA_ID:
             raise InputError(source, f'not an attn-doctor environment (no "schema": "{ENV_SCHEMA_ID}")')
-        if data.get("schema_version") not in READABLE_SCHEMA_VERSIONS:
+        version = data.get("schema_version")
+        if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:  # true == 1 in Python
             raise InputError(source, _unsupported_version(data.get("schema_version")))
         optional = {"target", "origins", "machine"} if data["schema_version"] == 1 else set()
         missing = [f.name for f in fields(cls) if f.name not in data and f.name not in optional]
@@ -118,7 +119,7 @@ class Environment:
                 name: Package(
                     name=name,
                     version=_opt_str(p["version"]),
-                    distribution=str(p["distribution"]),
+                    distribution=_text(p["distribution"]),
                     origin=f"{source}",
                 )
                 for name, p in _mapping(data["packages"]).items()
@@ -131,7 +132,7 @@ class Environment:
             )
             gpus = [
                 Gpu(
-                    name=str(g["name"]),
+                    name=_text(g["name"]),
                     compute_capability=_opt_str(g["compute_capability"]),
                     driver=_opt_str(g["driver"]),
                     gfx=_opt_str(g.get("gfx")),
@@ -142,7 +143,7 @@ class Environment:
                 packages=packages,
                 torch_build=torch_build,
                 gpus=gpus,
-                gpu_source=str(data["gpu_source"]),
+                gpu_source=_text(data["gpu_source"]),
                 nvcc=_opt_str(data["nvcc"]),
                 python=_opt_str(data["python"]),
                 platform=_opt_str(data["platform"]),
@@ -235,8 +236,17 @@ def _features(value: Any, source: str) -> FeatureSet:
     return features
 
 
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
 def _opt_str(value: Any) -> str | None:
-    return None if value is None else str(value)
+    """A string fact or null; anything else (``"nvcc": true``) is malformed, never coerced."""
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"expected a string or null, got {type(value).__name__}")
+    return value
 
 
 def _mapping(value: Any) -> dict[str, Any]:

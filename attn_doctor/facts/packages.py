@@ -11,15 +11,19 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from attn_doctor.errors import InputError
 from attn_doctor.facts.model import Package, TorchBuild
 from attn_doctor.facts.names import WATCHED, installed_name, rule_name
+from attn_doctor.inputs import require_regular_file
 
 _METADATA_SUFFIXES = (".dist-info", ".egg-info")
+# one line each: no part of the pattern crosses a line break, so a hostile file costs linear time
 _TORCH_VERSION_LINE = re.compile(
-    r"^(?P<key>cuda|hip)\s*(?::[^=]*)?=\s*(?:(?P<q>['\"])(?P<value>[^'\"]*)(?P=q)|None)", re.M
+    r"^(?P<key>cuda|hip)[ \t]*(?::[^=\n]*)?=[ \t]*(?:(?P<q>['\"])(?P<value>[^'\"\n]*)(?P=q)|None)", re.M
 )
+_METADATA_CAP = 1024 * 1024  # the headers come first; a description can follow for megabytes
 
 
 def find_installed(paths: Iterable[str]) -> tuple[dict[str, Package], TorchBuild | None, list[str]]:
@@ -38,7 +42,7 @@ def find_installed(paths: Iterable[str]) -> tuple[dict[str, Package], TorchBuild
             continue
         try:
             headers = _read_headers(folder)
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, InputError) as exc:
             problems.append(f"{folder}: unreadable metadata ({exc})")
             continue
         version = headers.get("version")
@@ -47,8 +51,8 @@ def find_installed(paths: Iterable[str]) -> tuple[dict[str, Package], TorchBuild
             continue
         try:
             Version(version)
-        except InvalidVersion:
-            problems.append(f"{folder}: unparsable version {version!r}")
+        except ValueError:  # InvalidVersion, or a number past the int-string limit
+            problems.append(f"{folder}: unparsable version {version[:60]!r}")
         name = installed_name(distribution_stem, version)
         if name in packages:
             continue
@@ -59,7 +63,10 @@ def find_installed(paths: Iterable[str]) -> tuple[dict[str, Package], TorchBuild
             origin=str(folder),
         )
         if name == "torch":
-            torch_build = _torch_build(folder.parent / "torch" / "version.py")
+            try:
+                torch_build = _torch_build(folder.parent / "torch" / "version.py")
+            except (InputError, OSError) as exc:  # a FIFO or device where torch/version.py should be
+                problems.append(f"{folder.parent / 'torch' / 'version.py'}: unreadable ({exc})")
     return packages, torch_build, problems
 
 
@@ -70,14 +77,20 @@ def _read_headers(folder: Path) -> dict[str, str]:
     """
     path = folder / ("METADATA" if folder.name.endswith(".dist-info") else "PKG-INFO")
     headers: dict[str, str] = {}
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if not line.strip():
-                break
-            key, _, value = line.partition(":")
-            if key.lower() in ("name", "version") and key.lower() not in headers:
-                headers[key.lower()] = value.strip()
+    for line in _head(path).decode("utf-8").splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        if key.lower() in ("name", "version") and key.lower() not in headers:
+            headers[key.lower()] = value.strip()
     return headers
+
+
+def _head(path: Path) -> bytes:
+    """The first _METADATA_CAP bytes of a regular file (a FIFO or device is an InputError)."""
+    require_regular_file(path)
+    with open(path, "rb") as handle:
+        return handle.read(_METADATA_CAP)
 
 
 def _metadata_folders(paths: Iterable[str]) -> Iterable[Path]:
@@ -93,10 +106,9 @@ def _metadata_folders(paths: Iterable[str]) -> Iterable[Path]:
 
 def _torch_build(version_file: Path) -> TorchBuild | None:
     """torch/version.py is plain text: read ``cuda`` and ``hip`` from it instead of importing."""
-    try:
-        text = version_file.read_text(errors="replace")
-    except OSError:
+    if not version_file.exists():
         return None
+    text = _head(version_file).decode("utf-8", errors="replace")
     values = {m["key"]: m["value"] for m in _TORCH_VERSION_LINE.finditer(text)}
     if "cuda" not in values and "hip" not in values:
         return None

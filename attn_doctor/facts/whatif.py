@@ -6,29 +6,48 @@ cannot tell the difference.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import Any
 
+from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
 
 from attn_doctor.errors import InputError
 from attn_doctor.facts.model import Environment, Package
 from attn_doctor.facts.names import installed_name, rule_name
+from attn_doctor.inputs import read_json, read_text
 
-MAX_INPUT_BYTES = 16 * 1024 * 1024
 MAX_INCLUDE_DEPTH = 10
-_INCLUDE = re.compile(r"^(?:-r|-c|--requirement|--constraint)\s*=?\s*(?P<file>\S+)$")
-_PIN = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*===?\s*(?P<version>[^\s;,]+)\s*$")
+_INCLUDE = re.compile(r"^(?:-r|-c|--requirement|--constraint)(?:\s*=\s*|\s+|(?=[^-\s]))(?P<file>.+)$")
+# pip options that say where or how to install, not what: nothing to read for the target
+_INSTALL_OPTIONS = (
+    "-i",
+    "--index-url",
+    "--extra-index-url",
+    "--no-index",
+    "-f",
+    "--find-links",
+    "--trusted-host",
+    "--pre",
+    "--prefer-binary",
+    "--only-binary",
+    "--no-binary",
+    "--require-hashes",
+    "--hash",
+    "--use-feature",
+    "--config-settings",
+    "--global-option",
+)
+_OPTION = re.compile(r"\s--")
+_PIN = re.compile(r"^[ \t]*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)[ \t]*===?[ \t]*(?P<version>[^\s;,]+)[ \t]*$")
 
 
 def parse_pin(text: str) -> Package:
     """``--pin NAME==VERSION``."""
-    match = _PIN.match(text)
-    source = f"--pin {text!r}"
+    match = _PIN.fullmatch(text)
+    source = f"--pin {_shown(repr(text))}"
     if not match:
         raise InputError(source, "expected NAME==VERSION, e.g. transformers==4.44.0")
     _check_version(match["version"], source)
@@ -40,33 +59,46 @@ def parse_pin(text: str) -> Package:
     )
 
 
-def parse_requirements(path: Path) -> dict[str, Package]:
-    """requirements.txt, ``pip freeze`` output or a constraints file.
+def parse_requirements(path: Path, option: str = "-r") -> tuple[dict[str, Package], list[str]]:
+    """requirements.txt, ``pip freeze`` output or a constraints file, and one line per line it does
+    not understand (an unknown option: reported, never dropped silently).
 
     A line that does not pin one exact version (``torch>=2.4``, a VCS URL) declares the package
     with an unknown version: the rules that need it become "unknown", never "not affected".
     """
-    return _parse_requirements(path, depth=0, seen=set())
+    problems: list[str] = []
+    packages = _parse_requirements(path, f"{option} {path}", 0, set(), problems)
+    return packages, problems
 
 
-def _parse_requirements(path: Path, depth: int, seen: set[Path]) -> dict[str, Package]:
-    text = read_input(path)
+def _parse_requirements(
+    path: Path, source: str, depth: int, seen: set[Path], problems: list[str]
+) -> dict[str, Package]:
+    text = read_text(path, source)
     resolved = path.resolve()
-    if resolved in seen or depth > MAX_INCLUDE_DEPTH:
-        raise InputError(str(path), "requirements include themselves (-r/-c loop)")
+    if resolved in seen:
+        raise InputError(source, "requirements include themselves (-r/-c loop)")
+    if depth > MAX_INCLUDE_DEPTH:
+        raise InputError(source, f"requirements included more than {MAX_INCLUDE_DEPTH} files deep")
     seen = seen | {resolved}
     packages: dict[str, Package] = {}
     for number, line in _logical_lines(text):
         origin = f"{path}:{number}"
         if include := _INCLUDE.match(line):
-            packages.update(_parse_requirements(path.parent / include["file"], depth + 1, seen))
+            target = include["file"].strip().strip("'\"")
+            if "://" in target:
+                raise InputError(origin, f"{target}: URLs are not supported: download the file first")
+            included = path.parent / target
+            packages.update(_parse_requirements(included, f"{origin} ({target})", depth + 1, seen, problems))
             continue
         if line.startswith("-e") or line.startswith("--editable"):
             name = _egg_name(line)
             if name:
                 packages[rule_name(name)] = Package(rule_name(name), None, name, origin)
             continue
-        if line.startswith("-"):  # --index-url, --hash on its own line, --extra-index-url, ...
+        if line.startswith("-"):
+            if line.split("=", 1)[0].split()[0] not in _INSTALL_OPTIONS:
+                problems.append(f"{origin}: {_shown(line)}: not a line this reader understands (skipped)")
             continue
         package = _requirement_line(line, origin)
         if package is not None:
@@ -75,13 +107,16 @@ def _parse_requirements(path: Path, depth: int, seen: set[Path]) -> dict[str, Pa
 
 
 def _requirement_line(line: str, origin: str) -> Package | None:
-    requirement_text = re.split(r"\s+--", line, maxsplit=1)[0]  # drop --hash=... options
+    options = _OPTION.search(line)  # drop --hash=... options (a search linear in the line)
+    requirement_text = line[: options.start()] if options else line
     try:
         requirement = Requirement(requirement_text)
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            return None
     except InvalidRequirement as exc:
         raise InputError(origin, f"not a requirement: {str(exc).splitlines()[0]}") from None
-    if requirement.marker is not None and not requirement.marker.evaluate():
-        return None
+    except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName) as exc:
+        raise InputError(origin, f"a marker that cannot be evaluated: {_shown(str(exc))}") from None
     version: str | None = None
     if requirement.url:
         version = _version_from_url(requirement.url)
@@ -109,8 +144,13 @@ def _version_from_url(url: str) -> str | None:
         return None
     try:
         return str(parse_wheel_filename(filename)[1])
-    except (InvalidWheelFilename, InvalidVersion):
+    except ValueError:  # InvalidWheelFilename, InvalidVersion
         return None
+
+
+def _shown(text: str) -> str:
+    """A line of the user's, short enough for one error line."""
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _egg_name(line: str) -> str | None:
@@ -138,35 +178,15 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return lines
 
 
-def load_environment_file(path: Path) -> Environment:
-    """The JSON that ``attn-doctor probe --json`` wrote on another machine."""
-    return Environment.from_json_dict(read_json(path), str(path))
-
-
-def read_json(path: Path) -> Any:
-    """A user's JSON input file; anything that is not JSON is an InputError naming the file."""
-    try:
-        return json.loads(read_input(path))
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"not JSON: {exc.msg} at line {exc.lineno}") from None
-
-
-def read_input(path: Path) -> str:
-    """A user's input file as text; too large or binary is an InputError naming the file."""
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_INPUT_BYTES + 1)
-    except OSError as exc:
-        raise InputError(str(path), exc.strerror or "cannot read") from None
-    if len(raw) > MAX_INPUT_BYTES:
-        raise InputError(str(path), f"larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB")
-    if b"\0" in raw:
-        raise InputError(str(path), "binary file (contains NUL bytes)")
-    return raw.decode("utf-8", errors="replace")
+def load_environment_file(path: Path, option: str | None = None) -> Environment:
+    """The JSON that ``attn-doctor probe --json`` wrote on another machine; ``option`` (``--env-file``)
+    names where the user gave it, for errors about the file as a whole."""
+    data = read_json(path, f"{option} {path}" if option else None)
+    return Environment.from_json_dict(data, str(path))
 
 
 def _check_version(version: str, source: str) -> None:
     try:
         Version(version)
-    except InvalidVersion:
-        raise InputError(source, f"{version!r} is not a valid PEP 440 version") from None
+    except ValueError:  # InvalidVersion, or a number past the int-string limit
+        raise InputError(source, f"{_shown(repr(version))} is not a valid PEP 440 version") from None

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from attn_doctor.engine.matcher import Finding
 from attn_doctor.engine.schema import Rule
@@ -36,7 +36,7 @@ def named_versions(package: str, rules: Iterable[Rule]) -> dict[Version, str]:
                 text = specifier.version.removesuffix(".*")
                 try:
                     version = Version(text)
-                except InvalidVersion:
+                except ValueError:  # InvalidVersion, or a number past the int-string limit
                     continue
                 if version.is_prerelease or version.local:
                     continue  # a nightly or a local build is no release to propose

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from attn_doctor.check import (
     EXIT_CLEAN,
@@ -173,7 +173,7 @@ def _changeable(result: CheckResult) -> dict[str, Version]:
     for name, package in result.environment.packages.items():
         try:
             versions[name] = Version(package.version or "")
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number past the int-string limit
             continue
     return versions
 

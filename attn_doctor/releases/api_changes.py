@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from attn_doctor.facts.missing_names import MEMBER, MODULE, NAME, REQUIRED, MissingName
 
@@ -178,5 +178,5 @@ def _ending(entries: dict[str, Any], suffix: str) -> list[str]:
 def _parsed(version: str) -> Version | None:
     try:
         return Version(version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past the int-string limit
         return None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from attn_doctor.releases.api_changes import ApiChanges
 
@@ -110,7 +110,7 @@ class ReleaseFacts:
         """The release a version is a build of: ``2.5.1+cu121`` is a build of 2.5.1."""
         try:
             public = Version(version).public
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number past the int-string limit
             return None
         releases = self.releases(package)
         return releases.get(public) or next(
@@ -158,7 +158,7 @@ class ReleaseFacts:
         """The prebuilt wheels of a flash-attn release; None when the snapshot does not know it."""
         try:
             public = Version(version).public
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number past the int-string limit
             return None
         entry = self._flash_attn.get(public)
         if entry is None:
@@ -182,7 +182,7 @@ class ReleaseFacts:
         None when the snapshot does not know that release and variant, or only infers its list."""
         try:
             public = Version(version).public
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number past the int-string limit
             return None
         name = "cu" + "".join(cuda.split(".")[:2])
         return next((v for v in self.torch_variants(public) if v.name == name), None)
@@ -232,7 +232,7 @@ class ReleaseFacts:
         and ``blackwell``); None when the snapshot does not know the release."""
         try:
             public = Version(version).public
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number past the int-string limit
             return None
         entry = self._triton_ptxas.get("releases", {}).get(public)
         if entry is None:
@@ -280,7 +280,7 @@ def _at_least(cuda: str, minimum: str | None) -> bool:
 def _parsed(version: str) -> Version | None:
     try:
         return Version(version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or a number past the int-string limit
         return None
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from attn_doctor.errors import InputError
-from attn_doctor.facts.whatif import read_json
+from attn_doctor.inputs import read_json
 from attn_doctor.report.repro_report import REPRO_SCHEMA_ID, REPRO_SCHEMA_VERSION
 from attn_doctor.repro.runner import CaseResult, Status
 
 
 def load_repro_results(path: Path) -> list[CaseResult]:
-    data = read_json(path)
+    data = read_json(path, f"--repro-json {path}")
     source = str(path)
     if not isinstance(data, dict) or data.get("schema") != REPRO_SCHEMA_ID:
         raise InputError(

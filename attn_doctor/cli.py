@@ -6,6 +6,7 @@ Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error, 3
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -61,6 +62,13 @@ def _one_line_errors(command: F) -> F:
             raise typer.Exit(EXIT_INTERNAL_ERROR) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _seconds(value: float) -> float:
+    """A timeout: a positive, finite number of seconds (0, -1, nan and inf are typos)."""
+    if not math.isfinite(value) or value <= 0:
+        raise typer.BadParameter(f"{value} is not a positive number of seconds")
+    return value
 
 
 def _require_choice(option: str, value: str | None, choices: tuple[str, ...]) -> None:
@@ -146,7 +154,7 @@ PlatformOption = Annotated[
     ),
 ]
 ProbeTimeoutOption = Annotated[
-    float, typer.Option("--probe-timeout", min=0.001, help="Seconds before a probe counts as hung.")
+    float, typer.Option("--probe-timeout", callback=_seconds, help="Seconds before a probe counts as hung.")
 ]
 
 
@@ -195,7 +203,9 @@ def check(
     ] = False,
     distributed_timeout: Annotated[
         float,
-        typer.Option("--distributed-timeout", min=0.001, help="Seconds rank 0 waits for the other ranks."),
+        typer.Option(
+            "--distributed-timeout", callback=_seconds, help="Seconds rank 0 waits for the other ranks."
+        ),
     ] = 60.0,
 ) -> None:
     """Check this machine (or a target) against the rules database of known-bad combinations."""
@@ -341,7 +351,7 @@ def repro(
         bool, typer.Option("--sanitizer", help="Run children under compute-sanitizer memcheck (GPU).")
     ] = False,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.001, help="Seconds before a child counts as hung.")
+        float, typer.Option("--timeout", callback=_seconds, help="Seconds before a child counts as hung.")
     ] = 300.0,
     jobs: Annotated[
         int, typer.Option("--jobs", "-j", help="Children at a time (default: one per case, <= CPUs).")

@@ -4,7 +4,9 @@ Logs: a noisy training log (ANSI colours, CRLF, tqdm redraws with \\r, Chinese t
 CUDA asserts) that ends in seed A's crash; random binary junk; one 50 MB line with no line break;
 an adversarial log whose every line is a 4 KiB near-miss for the regex symptoms (each line holds
 their literal many times and never matches, the worst case for backtracking); and a log made only
-of per-thread CUDA asserts (every line a match). Each runs in its own process
+of per-thread CUDA asserts (every line a match); and, with a user's rule whose symptom is at the
+edge of the validation budget (`abcd[^x]*[^x]?[^x]?Q`), lines that make it backtrack under Python's
+`re` (every line distinct: explain runs the patterns on RE2). Each runs in its own process
 (`python -m attn_doctor explain`), median of --runs.
 
     python benchmarks/explain_throughput.py --mb 100 --runs 3
@@ -118,19 +120,44 @@ def write_asserts(path: Path, megabytes: float) -> int:
     return path.stat().st_size
 
 
+USER_RULE = """id = "edge-rule"
+title = "a user's rule at the edge of the symptom budget"
+severity = "error"
+component = "torch"
+summary = "benchmark"
+symptoms = ['abcd[^x]*[^x]?[^x]?Q']
+references = ["https://github.com/pytorch/pytorch/issues/1"]
+[affects]
+[fix]
+summary = "none"
+pins = []
+"""
+
+
+def write_backtracking(path: Path, megabytes: float) -> int:
+    """Distinct 4 KiB lines that hold the user rule's literals in order and never match it."""
+    with path.open("wb") as out:
+        written, count = 0, 0
+        while written < megabytes * 1e6:
+            written += out.write("".join("abcd" * 1020 + f"xQ{count + i}\n" for i in range(256)).encode())
+            count += 256
+    return written
+
+
 LOGS: dict[str, Callable[[Path, float], int]] = {
     "training log + seed A": lambda p, mb: write_training_log(p, mb, seed_a_tail()),
     "binary junk": write_binary_junk,
     "one line, no line break": lambda p, mb: write_one_line(p, mb / 2),
     "adversarial near-misses": write_adversarial,
     "per-thread asserts only": write_asserts,
+    "a user rule's backtracking lines (--rules)": write_backtracking,
 }
 
 
-def wall_time(log: Path) -> tuple[float, int]:
+def wall_time(log: Path, extra: list[str]) -> tuple[float, int]:
     start = time.perf_counter()
     done = subprocess.run(
-        [*EXPLAIN, str(log)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+        [*EXPLAIN, str(log), *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
     )
     return time.perf_counter() - start, done.returncode
 
@@ -143,12 +170,15 @@ def main() -> None:
     print(f"| log | size | wall (median of {args.runs}) | MB/s | exit |")
     print("| --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as folder:
+        rules = Path(folder) / "edge-rule.toml"
+        rules.write_text(USER_RULE)
         for name, write in LOGS.items():
+            extra = ["--rules", str(rules)] if "--rules" in name else []
             log = Path(folder) / "log.txt"
             size = write(log, args.mb)
             times, code = [], 0
             for _ in range(args.runs):
-                seconds, code = wall_time(log)
+                seconds, code = wall_time(log, extra)
                 times.append(seconds)
             median = statistics.median(times)
             print(f"| {name} | {size / 1e6:.1f} MB | {median:.2f} s | {size / 1e6 / median:.1f} | {code} |")

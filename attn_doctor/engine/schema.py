@@ -7,6 +7,7 @@ Validation collects every problem of a file, each naming the field, so one run o
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,7 +219,9 @@ def _symptoms(value: Any, problems: _Problems, compile_patterns: bool) -> tuple[
 
     for index, pattern in enumerate(patterns):
         try:
-            re.compile(pattern)
+            with warnings.catch_warnings():  # "possible nested set": a FutureWarning, not an error
+                warnings.simplefilter("ignore")
+                re.compile(pattern)
             analyse(pattern)
         except (re.error, RecursionError, OverflowError) as exc:
             problems.add(f"symptoms[{index}]", f"not a regular expression: {str(exc)[:200]}")

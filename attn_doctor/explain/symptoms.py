@@ -8,6 +8,7 @@ which runs in C and touches each byte a bounded number of times per literal.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -62,12 +63,12 @@ def _compiled(pattern: str) -> Any:
     the pattern was validated against, where RE2 has no wheel or refuses the pattern."""
     try:
         import re2  # google-re2: imported by explain only, never by check
-    except ImportError:
-        return re.compile(pattern)
-    try:
+
         return re2.compile(pattern)
-    except re2.error:
-        return re.compile(pattern)
+    except Exception:  # noqa: BLE001 - no RE2 here (ImportError), or a pattern it refuses (re2.error)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return re.compile(pattern)
 
 
 def lines_containing(text: bytes, literal: bytes) -> Iterator[tuple[int, int]]:

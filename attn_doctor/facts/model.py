@@ -20,6 +20,7 @@ ENV_SCHEMA_VERSION = 3
 # 1: features was a plain list (or null), no origins or target; 2: no gfx for GPUs
 READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 THIS_MACHINE = "this machine"
+MAX_VERSION_CHARS = 64  # no release, driver or CUDA version comes near; 4,301 digits would crash int()
 # origins["packages"] of a target whose package list is open: a log names only some of its packages,
 # so one it does not name is unknown, not absent (a probed machine or a requirements file is closed)
 OPEN_PACKAGE_LIST = "the log (a package it does not name may still be installed)"
@@ -118,7 +119,7 @@ class Environment:
             packages = {
                 name: Package(
                     name=name,
-                    version=_opt_str(p["version"]),
+                    version=_opt_version(p["version"]),
                     distribution=_text(p["distribution"]),
                     origin=f"{source}",
                 )
@@ -128,13 +129,15 @@ class Environment:
             torch_build = (
                 None
                 if build is None
-                else TorchBuild(cuda=_opt_str(_mapping(build)["cuda"]), hip=_opt_str(_mapping(build)["hip"]))
+                else TorchBuild(
+                    cuda=_opt_version(_mapping(build)["cuda"]), hip=_opt_version(_mapping(build)["hip"])
+                )
             )
             gpus = [
                 Gpu(
                     name=_text(g["name"]),
-                    compute_capability=_opt_str(g["compute_capability"]),
-                    driver=_opt_str(g["driver"]),
+                    compute_capability=_opt_version(g["compute_capability"]),
+                    driver=_opt_version(g["driver"]),
                     gfx=_opt_str(g.get("gfx")),
                 )
                 for g in _list(data["gpus"])
@@ -144,8 +147,8 @@ class Environment:
                 torch_build=torch_build,
                 gpus=gpus,
                 gpu_source=_text(data["gpu_source"]),
-                nvcc=_opt_str(data["nvcc"]),
-                python=_opt_str(data["python"]),
+                nvcc=_opt_version(data["nvcc"]),
+                python=_opt_version(data["python"]),
                 platform=_opt_str(data["platform"]),
                 machine=_opt_str(data.get("machine")),
                 os=_opt_str(data["os"]),
@@ -240,6 +243,14 @@ def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {type(value).__name__}")
     return value
+
+
+def _opt_version(value: Any) -> str | None:
+    """A version fact (a package's, CUDA's, the driver's): a short string or null."""
+    text = _opt_str(value)
+    if text is not None and len(text) > MAX_VERSION_CHARS:
+        raise ValueError(f"a version of {len(text):,} characters (at most {MAX_VERSION_CHARS})")
+    return text
 
 
 def _opt_str(value: Any) -> str | None:

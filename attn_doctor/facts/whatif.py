@@ -10,12 +10,12 @@ import re
 from pathlib import Path
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from attn_doctor.errors import InputError
-from attn_doctor.facts.model import Environment, Package
+from attn_doctor.facts.model import MAX_VERSION_CHARS, Environment, Package
 from attn_doctor.facts.names import installed_name, rule_name
 from attn_doctor.inputs import read_json, read_text
 
@@ -113,10 +113,10 @@ def _requirement_line(line: str, origin: str) -> Package | None:
         requirement = Requirement(requirement_text)
         if requirement.marker is not None and not requirement.marker.evaluate():
             return None
-    except InvalidRequirement as exc:
-        raise InputError(origin, f"not a requirement: {str(exc).splitlines()[0]}") from None
     except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName) as exc:
         raise InputError(origin, f"a marker that cannot be evaluated: {_shown(str(exc))}") from None
+    except ValueError as exc:  # InvalidRequirement, or a number past the int-string limit
+        raise InputError(origin, f"not a requirement: {_shown(str(exc).splitlines()[0])}") from None
     version: str | None = None
     if requirement.url:
         version = _version_from_url(requirement.url)
@@ -187,6 +187,8 @@ def load_environment_file(path: Path, option: str | None = None) -> Environment:
 
 def _check_version(version: str, source: str) -> None:
     try:
+        if len(version) > MAX_VERSION_CHARS:
+            raise ValueError(version)
         Version(version)
     except ValueError:  # InvalidVersion, or a number past the int-string limit
         raise InputError(source, f"{_shown(repr(version))} is not a valid PEP 440 version") from None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # imported where requirements are read: `check` on a clean ma
     from attn_doctor.facts.model import Environment
 
 SNAPSHOT = Path(__file__).resolve().parent / "snapshot"
+_SNAPSHOT_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,99}")  # canonical distribution names
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,8 @@ class ReleaseFacts:
         return self._releases[name]
 
     def _read(self, name: str) -> dict[str, Release]:
+        if not _SNAPSHOT_NAME.fullmatch(name):  # a hostile METADATA Name is no file of ours
+            return {}
         path = self.folder / "registry" / f"{name}.json"
         if not path.is_file():
             return {}

@@ -166,6 +166,16 @@ def requirements(rng: random.Random) -> Case:
     )
 
 
+PINFILES = Path(__file__).parent / "fixtures" / "pinfiles"
+
+
+def pin_file(rng: random.Random) -> Case:
+    """A lock or conda file (tests/fixtures/pinfiles), mutated, read by ``check -r``."""
+    name = rng.choice(sorted(p.name for p in PINFILES.iterdir() if p.name != "README.md"))
+    text = mutate((PINFILES / name).read_text(encoding="utf-8"), rng)
+    return Case("pin-files", ["check", "-r", "{dir}/" + name], {name: _file_or_special(_encoded(text), rng)})
+
+
 def env_file(rng: random.Random) -> Case:
     command = rng.choice(
         [["check", "--env-file"], ["merge"], ["report", "--env-file"], ["fix", "--env-file"]]
@@ -256,6 +266,7 @@ def numbers(rng: random.Random) -> Case:
 
 GENERATORS: dict[str, Callable[[random.Random], Case]] = {
     "requirements": requirements,
+    "pin-files": pin_file,
     "env-file": env_file,
     "pin": pin,
     "gpu": gpu,

@@ -34,7 +34,8 @@ from attn_doctor.explain.reader import LogReader
 from attn_doctor.facts.gpus import target_gpu
 from attn_doctor.facts.log_facts import LogFactCollector
 from attn_doctor.facts.model import Environment
-from attn_doctor.facts.whatif import parse_pin, parse_requirements
+from attn_doctor.facts.sources import read_declared
+from attn_doctor.facts.whatif import parse_pin
 from attn_doctor.inputs import parse_json
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -55,7 +56,7 @@ def only_input_errors(call) -> None:
 
 
 FILE_READERS = {
-    "requirements.txt": (parse_requirements, REQUIREMENTS_SEED),
+    "requirements.txt": (lambda path: read_declared(path, {}), REQUIREMENTS_SEED),
     "pyproject.toml": (load_config, PYPROJECT_SEED),
 }
 

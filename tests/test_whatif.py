@@ -7,7 +7,7 @@ from pathlib import Path
 
 from support import cli
 
-from attn_doctor.facts.whatif import parse_requirements
+from attn_doctor.facts.sources import read_declared
 
 
 def test_requirements_forms(tmp_path: Path):
@@ -26,8 +26,9 @@ def test_requirements_forms(tmp_path: Path):
         'accelerate==0.33.0 ; python_version < "3.0"\n'
         "-e git+https://github.com/Dao-AILab/flash-attention.git#egg=flash_attn_3\n"
     )
-    packages, unread = parse_requirements(requirements)
-    assert unread == []  # --index-url says where to install from: nothing to report
+    declared = read_declared(requirements, {"python_version": "3.11", "sys_platform": "linux"})
+    packages = declared.packages
+    assert declared.problems == []  # --index-url says where to install from: nothing to report
     assert packages["xformers"].version == "0.0.28.post1"
     assert packages["transformers"].version == "4.44.0"
     assert packages["transformers"].origin.endswith("requirements.txt:4")

@@ -45,12 +45,14 @@ from attn_doctor.facts.model import (
     Gpu,
     Package,
     TorchBuild,
+    marker_environment,
     torch_build_from_version,
 )
 from attn_doctor.facts.probe import probe_environment
 
 if TYPE_CHECKING:  # log_facts reads logs with explain's reader, which imports this module
     from attn_doctor.facts.log_facts import LogFacts
+    from attn_doctor.facts.sources.common import Declared
 
 
 @dataclass
@@ -153,6 +155,8 @@ def _declared_target(inputs: EnvironmentInputs, problems: list[str]) -> Environm
     """The env file and requirements files; lines a requirements file has that the reader does not
     understand go to ``problems``."""
     from attn_doctor.facts import whatif  # packaging's requirement parser: only for declared inputs
+    from attn_doctor.facts.sources import read_declared
+    from attn_doctor.facts.sources.common import Declared
 
     if inputs.env_file is not None:
         env = whatif.load_environment_file(inputs.env_file, "--env-file")
@@ -169,17 +173,28 @@ def _declared_target(inputs: EnvironmentInputs, problems: list[str]) -> Environm
             },
         )
     _target_platform(env, inputs)
-    declared: dict[str, Package] = {}
+    declared = Declared()
     for path in inputs.requirements:
-        packages, unread = whatif.parse_requirements(path)
-        declared.update(packages)
-        problems += unread
+        declared.merge(read_declared(path, marker_environment(env)))
+    problems += declared.problems
     if inputs.requirements:
         names = ", ".join(str(path) for path in inputs.requirements)
         env.sources = [*env.sources, f"--requirements {names}"]
-        env.target = f"{names} ({len(declared)} packages)" if inputs.env_file is None else env.target
-        env = _over(env, declared)
+        env.target = f"{names} ({len(declared.packages)} packages)" if inputs.env_file is None else env.target
+        env = _over(env, declared.packages)
+        _conda_facts(env, declared, inputs)
     return env
+
+
+def _conda_facts(env: Environment, declared: Declared, inputs: EnvironmentInputs) -> None:
+    """What a conda file states beyond packages: torch's CUDA (pytorch-cuda, a build string) and the
+    Python; the options (--python) win."""
+    if declared.torch_cuda and "torch" in env.packages:
+        env.torch_build = TorchBuild(cuda=declared.torch_cuda[0])
+        env.origins["torch_build"] = declared.torch_cuda[1]
+    if declared.python and not inputs.python:
+        env.python = declared.python[0]
+        env.origins["python"] = declared.python[1]
 
 
 PLATFORMS = {

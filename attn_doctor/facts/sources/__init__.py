@@ -1,0 +1,46 @@
+"""Declared targets: the files a project pins its stack in. Each format is one module with two
+functions, ``recognises(path, text)`` and ``read(path, text, markers) -> Declared``; they all build
+the same facts (packages with FILE:LINE origins; conda's CUDA and Python), which
+facts/assemble.py lays over the target like any other input. Adding a format is adding a module to
+SOURCES, before ``requirements`` (the format of last resort).
+
+Markers are evaluated for the target (its platform and Python, ``marker_environment``), so a lock
+with several resolutions gives the target's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+from attn_doctor.facts.sources import (
+    conda_env,
+    conda_list,
+    pipfile_lock,
+    poetry_lock,
+    pylock,
+    pyproject,
+    requirements,
+    uv_lock,
+)
+from attn_doctor.facts.sources.common import Declared
+from attn_doctor.inputs import read_text
+
+SOURCES: tuple[ModuleType, ...] = (
+    uv_lock,
+    poetry_lock,
+    pylock,
+    pipfile_lock,
+    pyproject,
+    conda_env,
+    conda_list,
+    requirements,
+)
+
+
+def read_declared(path: Path, markers: dict[str, str], option: str = "-r") -> Declared:
+    """The facts a pin file states; errors name ``option PATH`` for the file, FILE:LINE inside it."""
+    text = read_text(path, f"{option} {path}")
+    source = next(source for source in SOURCES if source.recognises(path, text))
+    declared: Declared = source.read(path, text, markers)
+    return declared

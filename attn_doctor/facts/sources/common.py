@@ -1,0 +1,82 @@
+"""What every pin-file reader shares: the Declared facts it returns, and the small steps of turning
+a name, a version and a marker into a Package with its FILE:LINE origin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from attn_doctor.errors import InputError
+from attn_doctor.facts.model import MAX_VERSION_CHARS, Package
+from attn_doctor.facts.names import installed_name
+
+
+@dataclass
+class Declared:
+    """What one pin file states about the target. Each fact keeps the file and line it came from."""
+
+    packages: dict[str, Package] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)  # lines it does not understand: reported
+    torch_cuda: tuple[str, str] | None = None  # (CUDA version, origin): conda's pytorch-cuda, builds
+    python: tuple[str, str] | None = None  # (version, origin): conda's python=3.11
+
+    def add(self, name: str, version: str | None, origin: str, distribution: str | None = None) -> None:
+        """A package; the first statement of a name wins (a lock lists each once per resolution).
+        ``distribution``: the name it is published under where that is not ``name`` (conda's
+        ``pytorch`` is torch, but not the registry's wheel: its metadata implies nothing)."""
+        if version is not None:
+            check_version(version, origin)
+        package = Package(installed_name(name, version), version, distribution or name, origin)
+        self.packages.setdefault(package.name, package)
+
+    def merge(self, other: Declared) -> None:
+        for name, package in other.packages.items():
+            self.packages.setdefault(name, package)
+        self.problems += other.problems
+        self.torch_cuda = self.torch_cuda or other.torch_cuda
+        self.python = self.python or other.python
+
+
+def applies(marker: str | None, markers: dict[str, str], origin: str) -> bool:
+    """Whether a PEP 508 marker holds for the target (``markers``: its platform and Python). A marker
+    on a fact the target does not state (an ``extra``) does not apply."""
+    if not marker:
+        return True
+    try:
+        return Marker(marker).evaluate({"extra": "", **markers})
+    except UndefinedEnvironmentName:
+        return False
+    except (InvalidMarker, UndefinedComparison, ValueError) as exc:
+        raise InputError(origin, f"a marker that cannot be evaluated: {shown(str(exc))}") from None
+
+
+def requirement(text: str, origin: str) -> Requirement:
+    try:
+        return Requirement(text)
+    except ValueError as exc:  # InvalidRequirement, or a number past the int-string limit
+        raise InputError(origin, f"not a requirement: {shown(str(exc).splitlines()[0])}") from None
+
+
+def exact_version(req: Requirement) -> str | None:
+    """The version a requirement pins exactly (``==2.5.1``); None for a range or a wildcard."""
+    specifiers = list(req.specifier)
+    if len(specifiers) == 1 and specifiers[0].operator in ("==", "===") and "*" not in specifiers[0].version:
+        return specifiers[0].version
+    return None
+
+
+def check_version(version: str, source: str) -> None:
+    try:
+        if len(version) > MAX_VERSION_CHARS:
+            raise ValueError(version)
+        Version(version)
+    except ValueError:  # InvalidVersion, or a number past the int-string limit
+        raise InputError(source, f"{shown(repr(version))} is not a valid PEP 440 version") from None
+
+
+def shown(text: str) -> str:
+    """A line of the user's, short enough for one error line."""
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -1,0 +1,63 @@
+"""pyproject.toml: ``[project] dependencies``, its optional dependencies and ``[dependency-groups]``.
+Ranges there say what may be installed, not what is: a package declared with a range has an
+unknown version, unless a lock beside the file (uv.lock, poetry.lock, pylock.toml) pins it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from attn_doctor.errors import InputError
+from attn_doctor.facts.sources import poetry_lock, pylock, uv_lock
+from attn_doctor.facts.sources.common import Declared, applies, exact_version, requirement
+from attn_doctor.inputs import parse_toml, read_text
+
+_QUOTED = re.compile(r'"([^"\n]*)"|\'([^\'\n]*)\'')
+_LOCKS = (("uv.lock", uv_lock), ("poetry.lock", poetry_lock), ("pylock.toml", pylock))
+
+
+def recognises(path: Path, text: str) -> bool:
+    return path.name == "pyproject.toml"
+
+
+def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
+    data = parse_toml(text, str(path))
+    project = data.get("project", {})
+    groups = data.get("dependency-groups", {})
+    if not isinstance(project, dict) or not isinstance(groups, dict):
+        raise InputError(str(path), "[project] and [dependency-groups] must be tables")
+    optional = project.get("optional-dependencies", {})
+    if not isinstance(optional, dict):
+        raise InputError(f"{path} [project.optional-dependencies]", "must be a table")
+    lists = [project.get("dependencies", []), *optional.values(), *groups.values()]
+    declared = Declared()
+    for lock_name, lock in _LOCKS:  # a lock beside it pins what the ranges leave open
+        beside = path.parent / lock_name
+        if beside.exists():
+            declared.merge(lock.read(beside, read_text(beside), markers))
+            break
+    lines = _string_lines(text)
+    for entries in lists:
+        for entry in _strings(entries, path):
+            origin = f"{path}:{lines.get(entry, 1)}"
+            req = requirement(entry, origin)
+            if applies(str(req.marker) if req.marker else None, markers, origin):
+                declared.add(req.name, exact_version(req), origin)
+    return declared
+
+
+def _strings(entries: Any, path: Path) -> list[str]:
+    """The requirement strings of a list; ``{include-group = ...}`` tables name other groups."""
+    if not isinstance(entries, list):
+        raise InputError(str(path), "dependency lists must be arrays")
+    return [entry for entry in entries if isinstance(entry, str)]
+
+
+def _string_lines(text: str) -> dict[str, int]:
+    """The first line of each quoted string in the file (one pass: the lines requirements sit on)."""
+    found: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        for double, single in _QUOTED.findall(line):
+            found.setdefault(double or single, number)
+    return found

@@ -1,0 +1,130 @@
+"""requirements.txt, constraints files and ``pip freeze`` output, with their ``-r``/``-c`` includes.
+
+A line that does not pin one exact version (``torch>=2.4``, a VCS URL) declares the package with an
+unknown version: the rules that need it become "unknown", never "not affected". pip options that
+say where to install from are skipped; any other line the reader does not understand is reported.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
+
+from attn_doctor.errors import InputError
+from attn_doctor.facts.sources.common import Declared, applies, exact_version, requirement, shown
+from attn_doctor.inputs import read_text
+
+MAX_INCLUDE_DEPTH = 10
+_INCLUDE = re.compile(r"^(?:-r|-c|--requirement|--constraint)(?:\s*=\s*|\s+|(?=[^-\s]))(?P<file>.+)$")
+# pip options that say where or how to install, not what: nothing to read for the target
+_INSTALL_OPTIONS = (
+    "-i",
+    "--index-url",
+    "--extra-index-url",
+    "--no-index",
+    "-f",
+    "--find-links",
+    "--trusted-host",
+    "--pre",
+    "--prefer-binary",
+    "--only-binary",
+    "--no-binary",
+    "--require-hashes",
+    "--hash",
+    "--use-feature",
+    "--config-settings",
+    "--global-option",
+)
+_OPTION = re.compile(r"\s--")
+_EGG = re.compile(r"#egg=([A-Za-z0-9._-]+)")
+
+
+def recognises(path: Path, text: str) -> bool:
+    return True  # the format of last resort
+
+
+def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
+    declared = Declared()
+    read_lines(path, logical_lines(text), markers, declared)
+    return declared
+
+
+def read_lines(
+    path: Path,
+    lines: list[tuple[int, str]],
+    markers: dict[str, str],
+    out: Declared,
+    depth: int = 0,
+    seen: frozenset[Path] = frozenset(),
+) -> None:
+    """Requirement lines, numbered as in ``path`` (a requirements file, or conda's ``pip:`` list)."""
+    seen = seen | {path.resolve()}
+    for number, line in lines:
+        origin = f"{path}:{number}"
+        if include := _INCLUDE.match(line):
+            _include(path, include["file"].strip().strip("'\""), origin, markers, depth, seen, out)
+        elif line.startswith(("-e", "--editable")):
+            if name := _EGG.search(line):
+                out.add(name[1], None, origin)
+        elif line.startswith("-"):
+            if line.split("=", 1)[0].split()[0] not in _INSTALL_OPTIONS:
+                out.problems.append(f"{origin}: {shown(line)}: not a line this reader understands (skipped)")
+        else:
+            options = _OPTION.search(line)  # drop --hash=... options (a search linear in the line)
+            req = requirement(line[: options.start()] if options else line, origin)
+            if applies(str(req.marker) if req.marker else None, markers, origin):
+                out.add(req.name, _version_from_url(req.url) if req.url else exact_version(req), origin)
+
+
+def _include(
+    path: Path,
+    target: str,
+    origin: str,
+    markers: dict[str, str],
+    depth: int,
+    seen: frozenset[Path],
+    out: Declared,
+) -> None:
+    if "://" in target:
+        raise InputError(origin, f"{target}: URLs are not supported: download the file first")
+    included = path.parent / target
+    source = f"{origin} ({target})"
+    text = read_text(included, source)
+    if included.resolve() in seen:
+        raise InputError(source, "requirements include themselves (-r/-c loop)")
+    if depth >= MAX_INCLUDE_DEPTH:
+        raise InputError(source, f"requirements included more than {MAX_INCLUDE_DEPTH} files deep")
+    read_lines(included, logical_lines(text), markers, out, depth + 1, seen)
+
+
+def _version_from_url(url: str) -> str | None:
+    """``pip freeze`` writes ``name @ file:///.../name-1.2-py3-none-any.whl``: the wheel names it."""
+    filename = url.rsplit("/", 1)[-1].split("#", 1)[0]
+    if not filename.endswith(".whl"):
+        return None
+    try:
+        return str(parse_wheel_filename(filename)[1])
+    except ValueError:  # InvalidWheelFilename, InvalidVersion
+        return None
+
+
+def logical_lines(text: str) -> list[tuple[int, str]]:
+    """Lines with comments removed and backslash continuations joined, numbered from 1."""
+    lines: list[tuple[int, str]] = []
+    pending, start = "", 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        stripped = re.sub(r"(^|\s)#.*$", "", raw).strip()
+        if not pending:
+            start = number
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        joined = (pending + stripped).strip()
+        pending = ""
+        if joined:
+            lines.append((start, joined))
+    if pending.strip():
+        lines.append((start, pending.strip()))
+    return lines

@@ -11,16 +11,19 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from attn_doctor import __version__
 from attn_doctor.errors import InputError
 
+if TYPE_CHECKING:
+    from attn_doctor.facts.assemble import EnvironmentInputs
+
 EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR = 2, 3
 MAX_ERROR_CHARS = 500
-FORMATS = ("rich", "json", "markdown", "sarif", "junit", "github")
+FORMATS = ("rich", "json", "markdown", "sarif", "junit", "github", "gitlab")
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -71,6 +74,29 @@ def _seconds(value: float) -> float:
     return value
 
 
+def _target(options: dict[str, Any]) -> EnvironmentInputs:
+    """The target options every command shares (``-r``, ``--pin``, ``--image``, ...), read from the
+    command's own parameters (``_target(locals())``), as facts.assemble.EnvironmentInputs."""
+    from attn_doctor.facts.assemble import target
+
+    return target(
+        options["env_file"],
+        options["path"],
+        options["requirements"],
+        options["pin"],
+        options["gpu"],
+        options["feature"],
+        options["project_path"],
+        options["no_scan"],
+        options["python"],
+        options["target_platform"],
+        options.get("source"),
+        image=options["image"],
+        dockerfile=options["dockerfile"],
+        stage=options["stage"],
+    )
+
+
 def _require_choice(option: str, value: str | None, choices: tuple[str, ...]) -> None:
     if value is not None and value not in choices:
         raise InputError(option, f"{value!r} is not one of {', '.join(choices)}")
@@ -110,8 +136,27 @@ PinOption = Annotated[list[str], typer.Option("--pin", help="NAME==VERSION to as
 RequirementsOption = Annotated[
     list[Path],
     typer.Option(
-        "--requirements", "-r", help="requirements.txt, pip freeze output or constraints (repeatable)."
+        "--requirements",
+        "-r",
+        help="A pin file: requirements, pip freeze, uv.lock, poetry.lock, pylock.toml, Pipfile.lock, "
+        "environment.yml, conda list, pyproject.toml, Dockerfile (repeatable).",
     ),
+]
+ImageOption = Annotated[
+    str | None,
+    typer.Option(
+        "--image",
+        help="The target is this container image: nvcr.io/nvidia/pytorch:YY.MM-py3, pytorch/pytorch:TAG.",
+    ),
+]
+DockerfileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--dockerfile", help="The target is what this Dockerfile builds: its FROM image and pinned installs."
+    ),
+]
+StageOption = Annotated[
+    str | None, typer.Option("--stage", help="The Dockerfile stage to read (default: the last).")
 ]
 EnvFileOption = Annotated[
     Path | None,
@@ -164,6 +209,9 @@ def check(
     gpu: GpuOption = [],  # noqa: B006 - typer reads the default, never mutates it
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
+    image: ImageOption = None,
+    dockerfile: DockerfileOption = None,
+    stage: StageOption = None,
     env_file: EnvFileOption = None,
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
@@ -212,24 +260,12 @@ def check(
     from attn_doctor import check as checking
     from attn_doctor.config import FAIL_ON_LEVELS, project_config
     from attn_doctor.engine.loader import database_path, load_rules
-    from attn_doctor.facts.assemble import assemble, target
+    from attn_doctor.facts.assemble import assemble
 
     _require_choice("--format", output_format, FORMATS)
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = project_config(config, project_path)
-    inputs = target(
-        env_file,
-        path,
-        requirements,
-        pin,
-        gpu,
-        feature,
-        project_path,
-        no_scan,
-        python,
-        target_platform,
-        source,
-    )
+    inputs = _target(locals())
     env, fact_problems = assemble(inputs, project)
     ruleset = load_rules([database_path(), *rules], trust_database=True)
     if distributed:
@@ -393,6 +429,9 @@ def report(
     gpu: GpuOption = [],  # noqa: B006
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
+    image: ImageOption = None,
+    dockerfile: DockerfileOption = None,
+    stage: StageOption = None,
     env_file: EnvFileOption = None,
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
@@ -414,13 +453,11 @@ def report(
     from attn_doctor import check as checking
     from attn_doctor.config import project_config
     from attn_doctor.engine.loader import load_rules
-    from attn_doctor.facts.assemble import assemble, target
+    from attn_doctor.facts.assemble import assemble
     from attn_doctor.report.issue import IssueInputs, render
     from attn_doctor.report.repro_file import load_repro_results
 
-    what_if = target(
-        env_file, path, requirements, pin, gpu, feature, project_path, no_scan, python, target_platform
-    )
+    what_if = _target(locals())
     repro_results = [] if repro_json is None else load_repro_results(repro_json)
     inputs = IssueInputs(what_if, config, live_probes, repro_json, repro_results)
     project = project_config(config, project_path)
@@ -447,6 +484,9 @@ def fix(
     gpu: GpuOption = [],  # noqa: B006
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
+    image: ImageOption = None,
+    dockerfile: DockerfileOption = None,
+    stage: StageOption = None,
     env_file: EnvFileOption = None,
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
@@ -470,16 +510,13 @@ def fix(
 ) -> None:
     """The fewest version changes that clear the failing findings, as a pip command. Installs nothing."""
     from attn_doctor.config import FAIL_ON_LEVELS, project_config
-    from attn_doctor.facts.assemble import target
     from attn_doctor.fixer.plan import run_fix
     from attn_doctor.report import fix_report
 
     _require_choice("--format", output_format, ("text", "json"))
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = project_config(config, project_path)
-    inputs = target(
-        env_file, path, requirements, pin, gpu, feature, project_path, no_scan, python, target_platform
-    )
+    inputs = _target(locals())
     plan = run_fix(inputs, project, rules, fail_on)
     if output is not None:
         fix_report.write_constraints(plan, output)
@@ -496,6 +533,9 @@ def explain(
     gpu: GpuOption = [],  # noqa: B006
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
+    image: ImageOption = None,
+    dockerfile: DockerfileOption = None,
+    stage: StageOption = None,
     env_file: EnvFileOption = None,
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
@@ -516,13 +556,10 @@ def explain(
     """
     from attn_doctor.config import project_config
     from attn_doctor.explain import explain as run_explain
-    from attn_doctor.facts.assemble import target
     from attn_doctor.report import explain_report
 
     _require_choice("--format", output_format, ("rich", "json"))
-    inputs = target(
-        env_file, path, requirements, pin, gpu, feature, project_path, no_scan, python, target_platform
-    )
+    inputs = _target(locals())
     result = run_explain(log, inputs, project_config(config, project_path), rules)
     if output_format == "json":
         sys.stdout.write(explain_report.to_json(result))

@@ -956,3 +956,18 @@ def test_markers_in_snapshot_parse() -> None:
                 requirement = Requirement(text)
                 if requirement.marker is not None:
                     assert isinstance(requirement.marker, Marker), (path.name, version)
+
+
+def test_ngc_images_come_from_the_release_notes_table(tmp_path: Path) -> None:
+    """snapshot/ngc-pytorch-images.json is tools/ngc_pytorch_images.json without the evidence, and an
+    entry without torch, CUDA or its release-notes page is left out (and said)."""
+    assert gen.write_ngc_images(tmp_path) == []
+    assert (tmp_path / "ngc-pytorch-images.json").read_text() == (
+        SNAPSHOT / "ngc-pytorch-images.json"
+    ).read_text()
+    source = tmp_path / "source.json"
+    source.write_text(json.dumps({"source": "s", "images": {"25.12": {"torch": "2.10.0a0", "cuda": None}}}))
+    assert gen.write_ngc_images(tmp_path, source) == [
+        "NGC image 25.12: no torch, CUDA or reference; left out"
+    ]
+    assert json.loads((tmp_path / "ngc-pytorch-images.json").read_text())["images"] == {}

@@ -1425,7 +1425,27 @@ def generate(
             if v not in on_index
         ]
     write_snapshot(out, registry, flash_attention, generated, prune, triton)
+    problems += write_ngc_images(out)
     return reports, sorted(problems, key=str)
+
+
+NGC_SOURCE = Path(__file__).resolve().parent / "ngc_pytorch_images.json"
+
+
+def write_ngc_images(out: Path, source: Path = NGC_SOURCE) -> list[str]:
+    """snapshot/ngc-pytorch-images.json from the table read off NVIDIA's PyTorch container release
+    notes (tools/ngc_pytorch_images.json: one entry per YY.MM with its page and the words it
+    quotes). Entries without a torch, a CUDA or a release-notes reference are left out, and said."""
+    data = json.loads(source.read_text(encoding="utf-8"))
+    kept, problems = {}, []
+    for tag, entry in data["images"].items():
+        if entry.get("torch") and entry.get("cuda") and str(entry.get("reference", "")).startswith("https://"):
+            kept[tag] = {key: value for key, value in entry.items() if key not in ("evidence", "notes")}
+        else:
+            problems.append(f"NGC image {tag}: no torch, CUDA or reference; left out")
+    document = {"source": data["source"], "images": dict(sorted(kept.items(), reverse=True))}
+    (out / "ngc-pytorch-images.json").write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    return problems
 
 
 def main(argv: Sequence[str] | None = None) -> int:

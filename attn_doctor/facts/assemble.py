@@ -71,10 +71,18 @@ class EnvironmentInputs:
     python: str | None = None  # --python: the declared target's Python (default: the runner's)
     platform: str | None = None  # --platform: linux[-x86_64|-aarch64], windows, darwin[-arm64]
     log: LogFacts | None = None  # explain: what the log states about its stack
+    image: str | None = None  # --image: a container image whose contents are known
+    dockerfile: Path | None = None  # --dockerfile: its FROM image and pinned installs
+    stage: str | None = None  # --stage: the Dockerfile stage (default: the last)
+
+    @property
+    def declares_packages(self) -> bool:
+        """Files that state the target's packages: requirements and lock files, a Dockerfile, an image."""
+        return bool(self.requirements or self.image or self.dockerfile)
 
     @property
     def declares_target(self) -> bool:
-        return self.env_file is not None or bool(self.requirements)
+        return self.env_file is not None or self.declares_packages
 
 
 def target(
@@ -89,8 +97,13 @@ def target(
     python: str | None,
     platform: str | None,
     sources: list[Path] | None = None,
+    image: str | None = None,
+    dockerfile: Path | None = None,
+    stage: str | None = None,
 ) -> EnvironmentInputs:
     """The inputs as the commands' options give them (``--no-scan`` and all)."""
+    if stage is not None and dockerfile is None:
+        raise InputError("--stage", "chooses a stage of --dockerfile, which is not given")
     return EnvironmentInputs(
         env_file,
         site_paths,
@@ -103,6 +116,9 @@ def target(
         sources or [],
         python,
         platform,
+        image=image,
+        dockerfile=dockerfile,
+        stage=stage,
     )
 
 
@@ -130,13 +146,13 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
         env.sources += [note for _, note in site_paths if note]
     if inputs.pins:
         env = _with_pins(env, inputs.pins)
-    if inputs.log is not None and (log_is_target or inputs.requirements):
+    if inputs.log is not None and (log_is_target or inputs.declares_packages):
         # a probed machine (this one, --path, an env file) has what it has: a log adds nothing
         env = _fill_from_log(env, inputs.log)
         if env.platform is None:
             env.platform, env.machine = PLATFORMS["linux"]
             env.origins["platform"] = env.origins["machine"] = "default (the log does not state it)"
-    if inputs.requirements or log_is_target:
+    if inputs.declares_packages or log_is_target:
         # an env file is a probed machine: its packages are what is installed
         from attn_doctor.facts.implied import complete
         from attn_doctor.releases.facts import snapshot
@@ -155,7 +171,7 @@ def _declared_target(inputs: EnvironmentInputs, problems: list[str]) -> Environm
     """The env file and requirements files; lines a requirements file has that the reader does not
     understand go to ``problems``."""
     from attn_doctor.facts import whatif  # packaging's requirement parser: only for declared inputs
-    from attn_doctor.facts.sources import read_declared
+    from attn_doctor.facts.sources import read_declared, read_dockerfile, read_image
     from attn_doctor.facts.sources.common import Declared
 
     if inputs.env_file is not None:
@@ -174,11 +190,17 @@ def _declared_target(inputs: EnvironmentInputs, problems: list[str]) -> Environm
         )
     _target_platform(env, inputs)
     declared = Declared()
-    for path in inputs.requirements:
+    for path in inputs.requirements:  # first wins: -r files over the Dockerfile over the image
         declared.merge(read_declared(path, marker_environment(env)))
+    if inputs.dockerfile is not None:
+        declared.merge(read_dockerfile(inputs.dockerfile, marker_environment(env), inputs.stage))
+    if inputs.image is not None:
+        declared.merge(read_image(inputs.image))
     problems += declared.problems
-    if inputs.requirements:
-        names = ", ".join(str(path) for path in inputs.requirements)
+    given = [str(path) for path in (*inputs.requirements, inputs.dockerfile) if path is not None]
+    given += [inputs.image] if inputs.image else []
+    if given:
+        names = ", ".join(given)
         env.sources = [*env.sources, f"--requirements {names}"]
         env.target = f"{names} ({len(declared.packages)} packages)" if inputs.env_file is None else env.target
         env = _over(env, declared.packages)

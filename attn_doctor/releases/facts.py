@@ -191,6 +191,18 @@ class ReleaseFacts:
         name = "cu" + "".join(cuda.split(".")[:2])
         return next((v for v in self.torch_variants(public) if v.name == name), None)
 
+    def torch_cuda_variant_names(self, version: str) -> set[str]:
+        """Every CUDA variant (cu124, ...) a torch release was published in, its arch list known or not."""
+        return set(self._torch_cuda_archs.get("releases", {}).get(version, {}).get("variants", {}))
+
+    def torch_releases_with_variants(self) -> list[str]:
+        return list(self._torch_cuda_archs.get("releases", {}))
+
+    def ngc_pytorch_images(self) -> dict[str, dict[str, Any]]:
+        """What each NGC PyTorch image (``YY.MM``) ships, by NVIDIA's release notes."""
+        images: dict[str, dict[str, Any]] = self._snapshot_file("ngc-pytorch-images.json").get("images", {})
+        return images
+
     def torch_variants(self, version: str) -> list[TorchVariant]:
         """Every confirmed CUDA variant of a torch release (``version`` public, "2.7.0")."""
         entry = self._torch_cuda_archs.get("releases", {}).get(version, {})

@@ -12,7 +12,7 @@ from attn_doctor.check import CheckResult
 
 def formatter(name: str) -> Callable[[CheckResult], str]:
     """The renderer for ``--format name`` (imported on demand: `check` pays only for its own)."""
-    from attn_doctor.report import github, json_report, junit, markdown, sarif
+    from attn_doctor.report import github, gitlab, json_report, junit, markdown, sarif
 
     return {
         "json": json_report.to_json,
@@ -20,4 +20,5 @@ def formatter(name: str) -> Callable[[CheckResult], str]:
         "sarif": sarif.to_sarif,
         "junit": junit.to_junit,
         "github": github.to_github,
+        "gitlab": gitlab.to_gitlab,
     }[name]

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from attn_doctor.check import CheckResult
 from attn_doctor.engine.matcher import Verdict
-from attn_doctor.report.locations import requirement_location
+from attn_doctor.report.locations import annotated, requirement_location
 
 
 def to_github(result: CheckResult) -> str:
     """Workflow commands: one ``::error``/``::warning``/``::notice`` line per finding."""
     lines = []
-    for finding in result.findings:
-        if finding.verdict is Verdict.NOT_AFFECTED or finding.ignored is not None:
-            continue
+    for finding in annotated(result):
         rule = finding.rule
         if finding.verdict is Verdict.UNKNOWN:
             command = "notice"

@@ -1,10 +1,12 @@
-"""Where a finding points in the user's files: the requirements line that declared a package."""
+"""Where a finding points in the user's files (the pin-file line that declared a package), and which
+findings the CI annotation formats report."""
 
 from __future__ import annotations
 
 import re
 
-from attn_doctor.engine.matcher import Finding
+from attn_doctor.check import CheckResult
+from attn_doctor.engine.matcher import Finding, Verdict
 
 _FILE_LINE = re.compile(r"^(?P<file>.+):(?P<line>\d+)$")
 
@@ -15,3 +17,8 @@ def requirement_location(finding: Finding) -> tuple[str, int] | None:
         if match:
             return match["file"], int(match["line"])
     return None
+
+
+def annotated(result: CheckResult) -> list[Finding]:
+    """The findings a CI annotation shows: affected or unknown, and not ignored."""
+    return [f for f in result.findings if f.verdict is not Verdict.NOT_AFFECTED and f.ignored is None]

@@ -16,6 +16,7 @@ from types import ModuleType
 from attn_doctor.facts.sources import (
     conda_env,
     conda_list,
+    dockerfile,
     pipfile_lock,
     poetry_lock,
     pylock,
@@ -27,6 +28,7 @@ from attn_doctor.facts.sources.common import Declared
 from attn_doctor.inputs import read_text
 
 SOURCES: tuple[ModuleType, ...] = (
+    dockerfile,
     uv_lock,
     poetry_lock,
     pylock,
@@ -44,3 +46,16 @@ def read_declared(path: Path, markers: dict[str, str], option: str = "-r") -> De
     source = next(source for source in SOURCES if source.recognises(path, text))
     declared: Declared = source.read(path, text, markers)
     return declared
+
+
+def read_dockerfile(path: Path, markers: dict[str, str], stage: str | None) -> Declared:
+    """``--dockerfile PATH [--stage NAME]``: the stage's image with its installs laid over it."""
+    return dockerfile.read(path, read_text(path, f"--dockerfile {path}"), markers, stage)
+
+
+def read_image(reference: str) -> Declared:
+    """``--image REF``: what a known image ships."""
+    from attn_doctor.facts.images import image_facts
+    from attn_doctor.releases.facts import snapshot
+
+    return image_facts(reference, snapshot(), f"--image {reference}")

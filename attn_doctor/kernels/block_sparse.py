@@ -18,7 +18,10 @@ import triton
 import triton.language as tl
 
 from attn_doctor.kernels.errors import MetadataError
+from attn_doctor.kernels.interpreter import adopt_squeeze
 from attn_doctor.kernels.numerics import poisoned
+
+adopt_squeeze()
 
 
 @dataclass(frozen=True)

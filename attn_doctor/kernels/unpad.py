@@ -14,9 +14,12 @@ import triton
 import triton.language as tl
 
 from attn_doctor.kernels.errors import MetadataError
+from attn_doctor.kernels.interpreter import adopt_squeeze
 from attn_doctor.kernels.metadata import check_indices
 from attn_doctor.kernels.numerics import poisoned
 from attn_doctor.kernels.varlen_attention import INTERPRETED, require_launchable
+
+adopt_squeeze()
 
 
 @triton.jit

@@ -14,8 +14,11 @@ import triton
 import triton.language as tl
 
 from attn_doctor.kernels.errors import MetadataError
+from attn_doctor.kernels.interpreter import adopt_squeeze
 from attn_doctor.kernels.metadata import check_metadata, layout_problems
 from attn_doctor.kernels.numerics import poisoned
+
+adopt_squeeze()
 
 LOG2E = math.log2(math.e)
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)

@@ -1,0 +1,35 @@
+"""The CPU path (TRITON_INTERPRET=1) gives the same verdicts under other triton releases (cached
+venvs): triton 3.6's interpreter made every kernel with a loaded loop bound fail under numpy 2
+("only 0-dimensional arrays can be converted to Python scalars") until kernels/interpreter.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.release_venvs import REPO, release_venv, run_doctor
+
+
+def verdicts(output: str) -> dict[tuple[str, str], str]:
+    return {(row["repro"], row["case"]): row["status"] for row in json.loads(output)["results"]}
+
+
+@pytest.mark.releases
+@pytest.mark.parametrize("triton", ["3.6.0"])
+def test_cpu_repro_verdicts_match_across_triton_releases(triton: str) -> None:
+    here = subprocess.run(
+        [sys.executable, "-m", "attn_doctor", "repro", "--all", "--device", "cpu", "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    there = run_doctor(
+        release_venv(f"triton=={triton}", "numpy"), "repro", "--all", "--device", "cpu", "--format", "json"
+    )
+    assert there.returncode == 0, there.stdout[-2000:] + there.stderr[-2000:]
+    assert "ERROR" not in set(verdicts(there.stdout).values())
+    assert verdicts(there.stdout) == verdicts(here.stdout)

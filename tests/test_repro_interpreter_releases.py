@@ -18,7 +18,7 @@ def verdicts(output: str) -> dict[tuple[str, str], str]:
 
 
 @pytest.mark.releases
-@pytest.mark.parametrize("triton", ["3.6.0"])
+@pytest.mark.parametrize("triton", ["3.4.0", "3.6.0"])
 def test_cpu_repro_verdicts_match_across_triton_releases(triton: str) -> None:
     here = subprocess.run(
         [sys.executable, "-m", "attn_doctor", "repro", "--all", "--device", "cpu", "--format", "json"],

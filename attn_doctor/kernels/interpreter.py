@@ -26,9 +26,13 @@ def adopt_squeeze() -> None:
     if original is None or getattr(original, "adopted_squeeze", False):
         return
 
-    def patched(tensor: Any, scope: Any) -> None:
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+    def patched(tensor: Any, *scope: Any) -> None:  # 3.6 passes a scope that restores; older ones none
+        original(tensor, *scope)
+        squeezed = lambda self: int(self.handle.data.squeeze())  # noqa: E731
+        if scope:
+            scope[0].set_attr(tensor, "__index__", squeezed)
+        else:
+            tensor.__index__ = squeezed
 
     patched.adopted_squeeze = True  # type: ignore[attr-defined]
     interpreter._patch_lang_tensor = patched

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from attn_doctor.kernels.errors import MetadataError
-from attn_doctor.kernels.interpreter import adopt_squeeze
+from attn_doctor.kernels.interpreter import adopt_squeeze, launch_options
 from attn_doctor.kernels.numerics import poisoned
 
 adopt_squeeze()
@@ -287,7 +287,7 @@ def block_sparse_attention(
         # the interpreter's bf16 tl.dot is wrong (numpy has no bfloat16): run those dots in float32
         BF16_AS_FP32=q.device.type == "cpu" and q.dtype == torch.bfloat16,
         num_warps=8 if bs >= 128 else 4,
-        debug=debug,
+        **launch_options(debug),
     )
     return o
 

@@ -36,3 +36,9 @@ def adopt_squeeze() -> None:
 
     patched.adopted_squeeze = True  # type: ignore[attr-defined]
     interpreter._patch_lang_tensor = patched
+
+
+def launch_options(debug: bool) -> dict[str, bool]:
+    """``debug=`` for a kernel launch: the interpreter ignores device asserts anyway, and triton
+    3.2's passes launch options on to the kernel function, which rejects them."""
+    return {} if os.environ.get("TRITON_INTERPRET") == "1" else {"debug": debug}

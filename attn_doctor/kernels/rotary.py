@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from attn_doctor.kernels.errors import MetadataError
-from attn_doctor.kernels.interpreter import adopt_squeeze
+from attn_doctor.kernels.interpreter import adopt_squeeze, launch_options
 from attn_doctor.kernels.numerics import poisoned
 
 adopt_squeeze()
@@ -151,7 +151,7 @@ def apply_rotary(
         IS_VARLEN=cu_seqlens is not None,
         OFFSET_PER_SEQ=per_seq,
         INTERLEAVED=interleaved,
-        debug=debug,
+        **launch_options(debug),
     )
     return y
 

@@ -293,15 +293,21 @@ def _prune_to_device(configs: list[triton.Config], named_args: dict, **kwargs: o
     return configs_that_fit(configs, head_dim, q.element_size(), _shared_memory_of(q.device))
 
 
-# dtypes are part of the autotuner's key already; causal/window/softcap reuse the head dim's winner
-_varlen_fwd_tuned = triton.autotune(
-    configs=AUTOTUNE_CONFIGS, key=["HEAD_DIM"], prune_configs_by={"early_config_prune": _prune_to_device}
-)(_varlen_fwd)
+INTERPRETED = not isinstance(_varlen_fwd, triton.runtime.JITFunction)
+# dtypes are part of the autotuner's key already; causal/window/softcap reuse the head dim's winner.
+# The interpreter never autotunes (and triton 3.2's autotuner asks a GPU driver for a benchmarker
+# as soon as it is made, which fails on a machine without one).
+_varlen_fwd_tuned = (
+    _varlen_fwd
+    if INTERPRETED
+    else triton.autotune(
+        configs=AUTOTUNE_CONFIGS, key=["HEAD_DIM"], prune_configs_by={"early_config_prune": _prune_to_device}
+    )(_varlen_fwd)
+)
 _varlen_fwd_debug = triton.jit(debug=True)(_varlen_fwd.fn)
 _DEBUG_CONFIG = triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=2)
 # the interpreter runs one program at a time in numpy: small tiles, several KV blocks per sequence
 _INTERPRETER_CONFIG = {"BLOCK_M": 16, "BLOCK_N": 16}
-INTERPRETED = not isinstance(_varlen_fwd, triton.runtime.JITFunction)
 
 
 def require_launchable(device: torch.device) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,26 +75,33 @@ def read_json(path: Path, source: str | None = None) -> Any:
 
 
 def parse_json(text: str, source: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(source, f"not JSON: {exc.msg} at line {exc.lineno}") from None
-    except RecursionError:
-        raise InputError(source, "not JSON this tool reads: nested too deeply") from None
-    except ValueError as exc:  # a number past the int-string limit
-        raise InputError(source, f"not JSON this tool reads: {_first_line(exc)}") from None
+    return _parsed(json.loads, text, source, "JSON", (json.JSONDecodeError, "not JSON"))
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:
-    try:
-        data: dict[str, Any] = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(source, f"not valid TOML: {_first_line(exc)}") from None
-    except RecursionError:
-        raise InputError(source, "not TOML this tool reads: nested too deeply") from None
-    except ValueError as exc:  # a number past the int-string limit
-        raise InputError(source, f"not TOML this tool reads: {_first_line(exc)}") from None
+    data: dict[str, Any] = _parsed(
+        tomllib.loads, text, source, "TOML", (tomllib.TOMLDecodeError, "not valid TOML")
+    )
     return data
+
+
+def _parsed(
+    loads: Callable[[str], Any],
+    text: str,
+    source: str,
+    kind: str,
+    syntax: tuple[type[ValueError], str],
+) -> Any:
+    """``loads(text)``, every way it fails one InputError: its syntax error (``syntax``: the error
+    class and how to say it), nesting past the recursion limit, a number past the int-string limit."""
+    try:
+        return loads(text)
+    except syntax[0] as exc:
+        raise InputError(source, f"{syntax[1]}: {_first_line(exc)}") from None
+    except RecursionError:
+        raise InputError(source, f"not {kind} this tool reads: nested too deeply") from None
+    except ValueError as exc:
+        raise InputError(source, f"not {kind} this tool reads: {_first_line(exc)}") from None
 
 
 def _first_line(exc: Exception) -> str:

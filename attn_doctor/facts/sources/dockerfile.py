@@ -51,7 +51,7 @@ Stage = tuple[str, str, int, list[tuple[int, str]]]  # name, image, FROM line, R
 
 
 def _stage_facts(path: Path, stage: Stage, stages: dict[str, Stage], depth: int) -> Declared:
-    name, image, line, runs = stage
+    _, image, line, runs = stage
     declared = Declared()
     for number, command in reversed(runs):  # the last install of a name wins; then the base's
         _installs(path, number, command, declared)

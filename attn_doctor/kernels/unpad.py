@@ -30,7 +30,7 @@ def _gather(
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     in_r = offs_r < n_idx
     idx = tl.load(IDX + offs_r, mask=in_r, other=0)
-    tl.device_assert(~in_r | ((idx >= 0) & (idx < n_rows)), "index out of bounds")
+    tl.device_assert((in_r == 0) | ((idx >= 0) & (idx < n_rows)), "index out of bounds")
     mask = in_r[:, None] & (offs_c < n_cols)[None, :]
     row = tl.load(X + idx[:, None] * stride_x + offs_c[None, :], mask=mask)
     tl.store(OUT + offs_r[:, None].to(tl.int64) * stride_out + offs_c[None, :], row, mask=mask)

@@ -16,6 +16,7 @@ from attn_doctor.engine.matcher import Finding, Verdict, match, with_probe
 from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.facts.model import Environment
 from attn_doctor.probes.observation import Observation
+from attn_doctor.progress import QUIET, Progress
 from attn_doctor.releases.facts import snapshot
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT_ERROR = 0, 1, 2
@@ -80,7 +81,7 @@ def run_check(
 
 
 def observe(
-    env: Environment, live: bool, sources: list[Path], timeout_s: float
+    env: Environment, live: bool, sources: list[Path], timeout_s: float, progress: Progress = QUIET
 ) -> tuple[list[Observation], list[str]]:
     """Observations from live probes (``--probe``) and source scans (``--source``), plus one problem
     line per probe that failed (a crashing or hanging library is an input problem, exit 2)."""
@@ -91,7 +92,9 @@ def observe(
         from attn_doctor.probes.observation import ProbeVerdict
         from attn_doctor.probes.runner import run_probes
 
-        for run in run_probes(list(PROBES), env, timeout_s):
+        with progress:
+            runs = run_probes(list(PROBES), env, timeout_s, progress=progress)
+        for run in runs:
             observations += run.observations
             failed = {o.evidence for o in run.observations if o.verdict is ProbeVerdict.ERROR}
             problems += [f"probe {run.probe.id} ({run.command}): {evidence}" for evidence in sorted(failed)]
@@ -113,8 +116,9 @@ def checkup(
     live: bool = False,
     sources: list[Path] | None = None,
     probe_timeout_s: float = 120.0,
+    progress: Progress = QUIET,
 ) -> CheckResult:
     """`check` after the facts: probes and source scans, then every rule."""
-    observations, observe_problems = observe(env, live, sources or [], probe_timeout_s)
+    observations, observe_problems = observe(env, live, sources or [], probe_timeout_s, progress)
     problems = [*fact_problems, *observe_problems]
     return run_check(env, ruleset, config, fail_on, fail_on_unknown, problems, observations)

@@ -261,6 +261,7 @@ def check(
     from attn_doctor.config import FAIL_ON_LEVELS, project_config
     from attn_doctor.engine.loader import database_path, load_rules
     from attn_doctor.facts.assemble import assemble
+    from attn_doctor.progress import Progress
 
     _require_choice("--format", output_format, FORMATS)
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
@@ -277,7 +278,16 @@ def check(
             _print_cluster(cluster, output_format)
         raise typer.Exit(0 if cluster is None else cluster.exit_code)
     result = checking.checkup(
-        env, fact_problems, ruleset, project, fail_on, fail_on_unknown, live_probes, source, probe_timeout
+        env,
+        fact_problems,
+        ruleset,
+        project,
+        fail_on,
+        fail_on_unknown,
+        live_probes,
+        source,
+        probe_timeout,
+        Progress(live=_live_progress(output_format), verbose=verbose),
     )
     _print_report(result, output_format, verbose)
     for problem in result.problems:
@@ -303,6 +313,11 @@ def _print_report(result: Any, output_format: str, verbose: bool) -> None:
             console.print(Text(text, style=style))
     else:
         sys.stdout.write(plain(lines))
+
+
+def _live_progress(output_format: str) -> bool:
+    """Spinners only for a person at a terminal reading the human report."""
+    return output_format == "rich" and sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
 
 
 def _colour() -> bool:
@@ -393,9 +408,13 @@ def repro(
         int, typer.Option("--jobs", "-j", help="Children at a time (default: one per case, <= CPUs).")
     ] = 0,
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich, json or markdown.")] = "rich",
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Each case's wall time, and how children were started.")
+    ] = False,
 ) -> None:
     """Reproduce a known bug with the bundled reference kernels, each case in its own process."""
     from attn_doctor.engine.loader import load_rules
+    from attn_doctor.progress import Progress
     from attn_doctor.repro import catalogue
     from attn_doctor.repro.session import plan, run_plan
 
@@ -418,6 +437,7 @@ def repro(
         timeout_s=timeout,
         jobs=jobs,
         output_format=output_format,
+        progress=Progress(live=_live_progress(output_format), verbose=verbose),
     )
     sys.stdout.write(text)
     raise typer.Exit(0 if all(r.as_expected for r in results) else 1)

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from attn_doctor.forkserver import Launcher
+from attn_doctor.isolation import child_environment
 from attn_doctor.probes.catalogue import PROBES, Probe
 from attn_doctor.probes.observation import ProbeVerdict
-from attn_doctor.probes.runner import run_probe
+from attn_doctor.probes.runner import CHILD_ENTRY, run_probe
 from tests.conftest import Site
 from tests.support import REPO, cli
 
@@ -28,6 +30,7 @@ TEST_PROBE = Probe(
 )
 
 
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
 @pytest.mark.parametrize(
     ("behaviour", "verdict", "evidence"),
     [
@@ -43,16 +46,17 @@ TEST_PROBE = Probe(
     ],
 )
 def test_runner_turns_every_child_into_an_observation(
-    behaviour: str, verdict: ProbeVerdict, evidence: str, monkeypatch: pytest.MonkeyPatch
+    behaviour: str, verdict: ProbeVerdict, evidence: str, fork: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ATTN_DOCTOR_TEST_PROBE", behaviour)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
-    run = run_probe(TEST_PROBE, timeout_s=3)
+    with Launcher(child_environment(), [CHILD_ENTRY], fork=fork) as launcher:
+        run = run_probe(TEST_PROBE, launcher, timeout_s=3)
+        assert launcher.note.startswith("children forked" if fork else "each child in a fresh process")
     [observation] = run.observations
     assert observation.rule == "test-rule"
     assert observation.verdict is verdict
     assert evidence in observation.evidence
-    assert run.wall_s < 30
 
 
 def test_every_probe_names_real_rules_and_modules() -> None:

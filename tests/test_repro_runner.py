@@ -33,10 +33,10 @@ REPRO = Repro(
 )
 
 
-@pytest.fixture(scope="module")
-def results():
+@pytest.fixture(scope="module", params=[True, False], ids=["forked", "fresh"])
+def results(request):
     os.environ["PYTHONPATH"] = os.pathsep.join([str(CHILDREN), os.environ.get("PYTHONPATH", "")])
-    options = RunOptions(device="cpu", timeout_s=20, jobs=4)
+    options = RunOptions(device="cpu", timeout_s=20, jobs=4, fork=request.param)
     start = time.monotonic()
     work = [(REPRO, case, (r"failed to unpack the object at pos 2",)) for case in REPRO.cases]
     found = {r.case: r for r in run_cases(work, options)}

@@ -64,14 +64,18 @@ def _rotary_kernel(
     o_t = i_t * BT + tl.arange(0, BT)
     m_t = o_t < seq_len
     pos = o_t + offset
-    tl.device_assert(((pos >= 0) & (pos < TABLE_LEN)) | (m_t == 0), "index out of bounds: position >= table length")
+    tl.device_assert(
+        ((pos >= 0) & (pos < TABLE_LEN)) | (m_t == 0), "index out of bounds: position >= table length"
+    )
     row = (bos + o_t) * (H * D) + i_h * D  # a head's row stride: what fla does
 
     if not INTERLEAVED:
         # NeoX: column c pairs with c + R
         o_r = tl.arange(0, BR)
         mask = m_t[:, None] & (o_r < R)[None, :]
-        tl.device_assert((o_r[None, :] + R < D) | (mask == 0), "index out of bounds: rotary column >= head_dim")
+        tl.device_assert(
+            (o_r[None, :] + R < D) | (mask == 0), "index out of bounds: rotary column >= head_dim"
+        )
         p_x = x + row[:, None] + o_r[None, :]
         p_cs = pos[:, None] * R + o_r[None, :]
         b_cos = tl.load(cos + p_cs, mask=mask, other=1.0).to(tl.float32)

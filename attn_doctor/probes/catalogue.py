@@ -17,6 +17,12 @@ class Probe:
     summary: str
 
 
+# Imported once, before the probes fork from that process: what every probe child imports anyway,
+# and nothing that binds a probe's stand-ins (the FA2 probe puts a fake flash_attn in place before
+# transformers' modeling code is imported, so that import stays in each child). The torch modules
+# are the heavy part of what transformers' modeling code imports from torch.
+SHARED_IMPORTS = ("torch", "transformers", "torch._dynamo", "torch.distributed.tensor")
+
 PROBES: tuple[Probe, ...] = (
     Probe(
         id="transformers-fa2-unpad",

@@ -7,15 +7,15 @@ say so; the other probes still run.
 from __future__ import annotations
 
 import os
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from attn_doctor.facts.model import THIS_MACHINE, Environment
-from attn_doctor.isolation import ChildOutput, child_environment, last_line, run_child, signal_name
-from attn_doctor.probes.catalogue import Probe
+from attn_doctor.forkserver import Launcher
+from attn_doctor.isolation import ChildOutput, child_environment, last_line, signal_name
+from attn_doctor.probes.catalogue import SHARED_IMPORTS, Probe
 from attn_doctor.probes.observation import Observation, ProbeVerdict
+from attn_doctor.progress import QUIET, Progress
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -29,12 +29,11 @@ class ProbeRun:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-def probe_command(probe: Probe) -> list[str]:
-    return [sys.executable, "-m", "attn_doctor.probes.child", probe.module]
+CHILD_ENTRY = "attn_doctor.probes.child"  # main([MODULE])
 
 
 def rerun_command(probe: Probe) -> str:
-    return f"CUDA_LAUNCH_BLOCKING=1 python -m attn_doctor.probes.child {probe.module}"
+    return f"CUDA_LAUNCH_BLOCKING=1 python -m {CHILD_ENTRY} {probe.module}"
 
 
 def skip_reason(probe: Probe, env: Environment) -> str | None:
@@ -47,27 +46,48 @@ def skip_reason(probe: Probe, env: Environment) -> str | None:
 
 
 def run_probes(
-    probes: list[Probe], env: Environment, timeout_s: float = DEFAULT_TIMEOUT_S, jobs: int = 0
+    probes: list[Probe],
+    env: Environment,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    jobs: int = 0,
+    progress: Progress = QUIET,
 ) -> list[ProbeRun]:
-    """Each applicable probe in its own child, up to ``jobs`` at a time (default: one per CPU)."""
+    """Each applicable probe in its own child, up to ``jobs`` at a time (default: one per CPU),
+    forked from one process that imported what they all import (``SHARED_IMPORTS``)."""
+    runnable = [probe for probe in probes if skip_reason(probe, env) is None]
+    launcher = (
+        Launcher(child_environment(), [*SHARED_IMPORTS, CHILD_ENTRY], timeout_s=timeout_s)
+        if runnable
+        else None
+    )
 
     def one(probe: Probe) -> ProbeRun:
         reason = skip_reason(probe, env)
-        if reason is not None:
-            return ProbeRun(probe, _for_each_rule(probe, ProbeVerdict.SKIPPED, reason), rerun_command(probe))
-        return run_probe(probe, timeout_s)
+        if reason is not None or launcher is None:
+            return ProbeRun(
+                probe, _for_each_rule(probe, ProbeVerdict.SKIPPED, str(reason)), rerun_command(probe)
+            )
+        label = f"probe {probe.id}"
+        progress.started(label)
+        run = run_probe(probe, launcher, timeout_s)
+        verdicts = sorted({item.verdict.value for item in run.observations})
+        run.wall_s = progress.finished(label, ", ".join(verdicts))
+        return run
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs or min(len(probes), os.cpu_count() or 1))) as pool:
-        return list(pool.map(one, probes))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs or min(len(probes), os.cpu_count() or 1))) as pool:
+            return list(pool.map(one, probes))
+    finally:
+        if launcher is not None:
+            progress.note(f"probes: {launcher.note}")
+            launcher.close()
 
 
-def run_probe(probe: Probe, timeout_s: float = DEFAULT_TIMEOUT_S) -> ProbeRun:
-    started = time.perf_counter()
-    output = run_child(probe_command(probe), child_environment(), timeout_s)
-    wall_s = time.perf_counter() - started
+def run_probe(probe: Probe, launcher: Launcher, timeout_s: float = DEFAULT_TIMEOUT_S) -> ProbeRun:
+    output = launcher.run(CHILD_ENTRY, [probe.module], timeout_s)
     data = output.result() or {}
     versions = {str(k): str(v) for k, v in dict(data.get("versions") or {}).items()}
-    return ProbeRun(probe, interpret(probe, output, timeout_s), rerun_command(probe), wall_s, versions)
+    return ProbeRun(probe, interpret(probe, output, timeout_s), rerun_command(probe), versions=versions)
 
 
 def interpret(probe: Probe, output: ChildOutput, timeout_s: float) -> list[Observation]:

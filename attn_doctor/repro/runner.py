@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attn_doctor import isolation
+from attn_doctor.forkserver import Launcher
 from attn_doctor.isolation import ChildOutput, last_line, run_child, signal_name
+from attn_doctor.progress import QUIET, Progress
 from attn_doctor.repro.catalogue import Case, Repro
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -70,10 +72,14 @@ class RunOptions:
     timeout_s: float = DEFAULT_TIMEOUT_S
     sanitizer: bool = False
     jobs: int = 1
+    fork: bool = True  # from one process that imported the stack (forkserver); False: fresh processes
+
+
+CHILD_ENTRY = "attn_doctor.repro.child"  # main([MODULE, CASE, DEVICE])
 
 
 def child_command(repro: Repro, case: Case, device: str) -> list[str]:
-    return [sys.executable, "-m", "attn_doctor.repro.child", repro.module, case.name, device]
+    return [sys.executable, "-m", CHILD_ENTRY, repro.module, case.name, device]
 
 
 def child_environment(device: str, sanitizer: bool = False) -> dict[str, str]:
@@ -90,27 +96,70 @@ def rerun_command(repro: Repro, case: Case, device: str, sanitizer: bool = False
     settings = "CUDA_LAUNCH_BLOCKING=1 TRITON_DEBUG=1" + (" TRITON_INTERPRET=1" if device == "cpu" else "")
     if sanitizer:
         settings += " ATTN_DOCTOR_KERNEL_DEBUG=0 compute-sanitizer --tool memcheck"
-    return f"{settings} python -m attn_doctor.repro.child {shlex.join([repro.module, case.name, device])}"
+    return f"{settings} python -m {CHILD_ENTRY} {shlex.join([repro.module, case.name, device])}"
 
 
 Work = tuple[Repro, Case, tuple[str, ...]]  # a case and its rule's symptom patterns
 
 
-def run_cases(work: list[Work], options: RunOptions) -> list[CaseResult]:
-    """Every case in its own process; up to ``options.jobs`` at a time, results in input order."""
-    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        return list(pool.map(lambda item: run_case(item[0], item[1], item[2], options), work))
+def run_cases(work: list[Work], options: RunOptions, progress: Progress = QUIET) -> list[CaseResult]:
+    """Every case in its own child, up to ``options.jobs`` at a time; results in input order.
 
-
-def run_case(repro: Repro, case: Case, symptoms: tuple[str, ...], options: RunOptions) -> CaseResult:
-    """One case; ``symptoms`` (the rule's own message patterns) also count as the bug showing."""
-    command = child_command(repro, case, options.device)
+    Children fork from one process that imported torch, triton and the cases (compute-sanitizer
+    runs fresh processes: it must start the process it watches). GPU cases share the GPU; one that
+    comes out other than expected while others ran beside it is run again alone, and that verdict
+    stands, so a faulting neighbour cannot decide another case's verdict.
+    """
     sanitizer = shutil.which("compute-sanitizer") if options.sanitizer and options.device == "cuda" else None
+    preload = ["torch", "triton", CHILD_ENTRY, *dict.fromkeys(repro.module for repro, _, _ in work)]
+    env = child_environment(options.device, sanitizer=sanitizer is not None)
+    jobs = max(1, min(options.jobs, len(work)))
+    with Launcher(
+        env, preload, fork=options.fork and sanitizer is None, timeout_s=options.timeout_s
+    ) as launcher:
+
+        def one(item: Work) -> CaseResult:
+            label = f"{item[0].id} / {item[1].name}"
+            progress.started(label)
+            result = run_case(*item, options, launcher, sanitizer)
+            progress.finished(
+                label, f"{result.status.value}" + ("" if result.as_expected else " (not as expected)")
+            )
+            return result
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(one, work))
+        if options.device == "cuda" and jobs > 1:
+            for index, result in enumerate(results):
+                if not result.as_expected:
+                    alone = one(work[index])
+                    alone.detail += " (run again alone: the first run shared the GPU with other cases)"
+                    results[index] = alone
+        progress.note(f"repro: {launcher.note}")
+    return results
+
+
+def run_case(
+    repro: Repro,
+    case: Case,
+    symptoms: tuple[str, ...],
+    options: RunOptions,
+    launcher: Launcher,
+    sanitizer: str | None = None,
+) -> CaseResult:
+    """One case; ``symptoms`` (the rule's own message patterns) also count as the bug showing."""
     if sanitizer:
-        command = [sanitizer, "--tool", "memcheck", "--print-limit", "20", *command]
-    output = run_child(
-        command, child_environment(options.device, sanitizer=sanitizer is not None), options.timeout_s
-    )
+        command = [
+            sanitizer,
+            "--tool",
+            "memcheck",
+            "--print-limit",
+            "20",
+            *child_command(repro, case, options.device),
+        ]
+        output = run_child(command, child_environment(options.device, sanitizer=True), options.timeout_s)
+    else:
+        output = launcher.run(CHILD_ENTRY, [repro.module, case.name, options.device], options.timeout_s)
     result = classify(output, options, symptoms)
     result.repro, result.case, result.expect_bug = repro.id, case.name, case.expect_bug
     result.command = rerun_command(repro, case, options.device, sanitizer=sanitizer is not None)

@@ -10,6 +10,7 @@ from attn_doctor.errors import InputError
 from attn_doctor.facts.gpus import probe_gpus
 from attn_doctor.probes.catalogue import PROBES, Probe, probes_for_rule
 from attn_doctor.probes.observation import ProbeVerdict
+from attn_doctor.progress import QUIET, Progress
 from attn_doctor.repro.catalogue import REPROS, resolve
 from attn_doctor.repro.runner import CaseResult, RunOptions, Status, Work, run_cases
 
@@ -64,6 +65,7 @@ def run_plan(
     timeout_s: float,
     jobs: int,
     output_format: str,
+    progress: Progress = QUIET,
 ) -> tuple[list[CaseResult], str]:
     from attn_doctor.report.repro_report import FORMATTERS
 
@@ -73,13 +75,15 @@ def run_plan(
         sanitizer=sanitizer,
         jobs=jobs or min(max(len(work), 1), os.cpu_count() or 1),
     )
-    with ThreadPoolExecutor(max_workers=1) as side:  # probes import libraries while kernels run
-        probed = side.submit(probe_results, probes, timeout_s, options.jobs)
-        results = run_cases(work, options) + probed.result()
+    with progress, ThreadPoolExecutor(max_workers=1) as side:  # probes import libraries while kernels run
+        probed = side.submit(probe_results, probes, timeout_s, options.jobs, progress)
+        results = (run_cases(work, options, progress) if work else []) + probed.result()
     return results, FORMATTERS[output_format](results)
 
 
-def probe_results(probes: list[Probe], timeout_s: float, jobs: int) -> list[CaseResult]:
+def probe_results(
+    probes: list[Probe], timeout_s: float, jobs: int, progress: Progress = QUIET
+) -> list[CaseResult]:
     """The live probes as result rows: what this installation's own code does, with no expectation."""
     if not probes:
         return []
@@ -88,7 +92,7 @@ def probe_results(probes: list[Probe], timeout_s: float, jobs: int) -> list[Case
 
     env, _ = probe_environment([])
     rows = []
-    for run in run_probes(probes, env, timeout_s, jobs):
+    for run in run_probes(probes, env, timeout_s, jobs, progress):
         installed = env.packages.get(run.probe.needs)
         target = f"installed {run.probe.needs} {installed.version}" if installed else "this installation"
         for observation in run.observations:

@@ -319,6 +319,7 @@ class Launcher:
         self._lock = threading.Lock()
         self._server: ForkServer | None = None
         self._checked = False
+        self._closed = False
         self.note = "each child in a fresh process"
         reason = _why_not_fork(fork)
         if reason:
@@ -333,11 +334,14 @@ class Launcher:
             try:
                 return server.run(entry, args, timeout_s)
             except ServerGone as gone:
+                if self._closed:  # closed under it (Ctrl-C): its child is killed, nothing runs again
+                    raise
                 self._give_up(f"the fork server failed: {gone}; the rest ran in fresh processes")
         return run_child(fresh_command(entry, args), self._env, timeout_s)
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             server, self._server = self._server, None
         if server is not None:
             server.close()

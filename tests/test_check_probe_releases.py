@@ -32,12 +32,23 @@ EXPECTED = {  # release -> (probe verdict per rule, exit code)
 
 
 @pytest.mark.releases
+@pytest.mark.parametrize("fork", ["1", "0"], ids=["forked", "fresh"])
 @pytest.mark.parametrize("release", list(EXPECTED))
-def test_check_probe_on_real_release(release: str) -> None:
+def test_check_probe_on_real_release(release: str, fork: str) -> None:
+    """The same verdicts whether the probes fork from one process that imported torch and
+    transformers (the default) or each start a fresh Python (ATTN_DOCTOR_FORK=0)."""
     expected, exit_code = EXPECTED[release]
     venv = release_venv(f"transformers=={release}")
-    done = run_doctor(venv, "check", "--probe", "--format", "json", *USED)
+    done = run_doctor(
+        venv, "check", "--probe", "--format", "json", "-v", *USED, extra_env={"ATTN_DOCTOR_FORK": fork}
+    )
     assert done.returncode == exit_code, done.stderr
+    how = (
+        "children forked from one process that imported torch, transformers"
+        if fork == "1"
+        else "each child in a fresh process"
+    )
+    assert f"probes: {how}" in done.stderr
     findings = {finding["id"]: finding for finding in json.loads(done.stdout)["findings"]}
     for rule_id, verdict in expected.items():
         finding = findings[rule_id]

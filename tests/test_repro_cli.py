@@ -61,6 +61,17 @@ def test_cpu_and_gpu_give_the_same_verdicts(all_results):
     assert not disagreeing, disagreeing
 
 
+def test_forked_and_fresh_children_give_the_same_verdicts(all_results, monkeypatch):
+    """Forking from one process that imported the stack decides nothing: case by case, the
+    verdicts of fresh processes (ATTN_DOCTOR_FORK=0) are the same, on this machine's device."""
+    monkeypatch.setenv("ATTN_DOCTOR_FORK", "0")
+    result = cli("repro", "--all", "--format", "json", "-v")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "repro: each child in a fresh process (ATTN_DOCTOR_FORK=0)" in result.stderr
+    fresh = {(r["repro"], r["case"]): r["status"] for r in json.loads(result.stdout)["results"]}
+    assert fresh == {key: row["status"] for key, row in all_results.items()}
+
+
 @pytest.mark.parametrize(
     "name",
     [

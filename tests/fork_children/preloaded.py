@@ -1,0 +1,16 @@
+"""Imported by the fork server before it forks; what it does on import, the test picks through
+ATTN_DOCTOR_TEST_PRELOAD: count its imports in a file, crash the server, or hang it."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+_behaviour = os.environ.get("ATTN_DOCTOR_TEST_PRELOAD", "count")
+if _behaviour == "segfault":
+    ctypes.string_at(0)
+if _behaviour == "hang":
+    time.sleep(600)
+with open(os.environ["ATTN_DOCTOR_TEST_IMPORTS"], "a") as imports:
+    imports.write(f"{os.getpid()}\n")

@@ -1,0 +1,121 @@
+"""The fork server under real processes: children fork from one process that imported the
+preloaded modules once, keep their own process group, output, exit status and timeout, and the
+launcher falls back to fresh processes (and says so) when the server cannot be trusted."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from attn_doctor.forkserver import Launcher, ServerGone
+from attn_doctor.isolation import child_environment
+from tests.support import REPO
+
+PRELOAD = ["tests.fork_children.preloaded"]
+CHILD = "tests.fork_children.child"
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("ATTN_DOCTOR_TEST_IMPORTS", str(tmp_path / "imports"))
+    monkeypatch.delenv("ATTN_DOCTOR_FORK", raising=False)
+    return child_environment()
+
+
+def imports(env: dict[str, str]) -> list[str]:
+    path = Path(env["ATTN_DOCTOR_TEST_IMPORTS"])
+    return path.read_text().split() if path.exists() else []
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
+def test_each_child_is_its_own_process_group_with_its_own_output_and_exit_code(env, fork):
+    with Launcher(env, PRELOAD, fork=fork) as launcher:
+        outputs = [launcher.run(CHILD, ["where"], timeout_s=60) for _ in range(3)]
+        note = launcher.note
+    seen = [json.loads(output.stdout) for output in outputs]
+    assert [output.returncode for output in outputs] == [5, 5, 5]
+    assert all(output.stderr == "to stderr\n" and not output.timed_out for output in outputs)
+    assert len({child["pid"] for child in seen}) == 3
+    assert all(child["pgid"] == child["pid"] for child in seen)  # setsid: a group to kill
+    if fork:
+        assert note.startswith("children forked from one process that imported tests.fork_children.preloaded")
+        assert len(imports(env)) == 1  # imported once, by the server, whose children these are
+        assert {child["ppid"] for child in seen} == {int(imports(env)[0])}
+    else:
+        assert note == "each child in a fresh process (asked for)"
+        assert len(imports(env)) == 3
+
+
+def test_a_timeout_kills_the_forked_childs_whole_group(env):
+    with Launcher(env, PRELOAD) as launcher:
+        started = time.monotonic()
+        output = launcher.run(CHILD, ["grandchild-then-hang"], timeout_s=3)
+    assert output.timed_out and output.returncode == -9
+    assert time.monotonic() - started < 30
+    grandchild = json.loads(output.stdout.splitlines()[0])["grandchild"]
+    assert _dies(grandchild)
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "said"),
+    [
+        ("segfault", "the fork server failed: it exited while importing (code -11)"),
+        ("hang", "the fork server failed: it had not finished importing after 3 s"),
+    ],
+)
+def test_a_server_that_dies_or_hangs_while_importing_means_fresh_processes(env, monkeypatch, behaviour, said):
+    monkeypatch.setenv("ATTN_DOCTOR_TEST_PRELOAD", behaviour)
+    with Launcher({**env, "ATTN_DOCTOR_TEST_PRELOAD": behaviour}, PRELOAD, timeout_s=3) as launcher:
+        output = launcher.run(CHILD, ["where"], timeout_s=3)
+        assert said in launcher.note
+        assert launcher.note.startswith("each child in a fresh process")
+    # the fresh child imports the module itself, and meets the same fate
+    assert output.returncode == -11 if behaviour == "segfault" else output.timed_out
+
+
+def test_cuda_initialised_by_an_import_means_fresh_processes(env, tmp_path, monkeypatch):
+    # What a GPU would do, which CI has none of: the preload leaves torch's CUDA initialised.
+    (tmp_path / "initialises_cuda.py").write_text("import torch\ntorch.cuda._initialized = True\n")
+    environment = {**env, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    with Launcher(environment, ["initialises_cuda"]) as launcher:
+        output = launcher.run(CHILD, ["where"], timeout_s=60)
+        assert "importing the stack initialised CUDA, after which fork is unsafe" in launcher.note
+    assert output.returncode == 5
+
+
+def test_closing_the_launcher_kills_a_child_still_running(env):
+    """As on Ctrl-C: the doctor leaves, the server sees its stdin close and kills what runs."""
+    launcher = Launcher(env, PRELOAD)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(launcher.run, CHILD, ["grandchild-then-hang"], 600)
+        deadline = time.monotonic() + 30
+        while not any(r.pid for r in launcher._server._requests.values()) and time.monotonic() < deadline:  # type: ignore[union-attr]
+            time.sleep(0.05)
+        [request] = launcher._server._requests.values()  # type: ignore[union-attr]
+        launcher.close()
+        with pytest.raises(ServerGone):
+            pending.result(timeout=60)
+    assert _dies(request.pid)
+
+
+def _dies(pid: int, within_s: float = 10) -> bool:
+    """SIGKILL is delivered asynchronously: give the process a moment to be gone."""
+    deadline = time.monotonic() + within_s
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie is dead, only not yet reaped
+        return stat.read().split(") ")[1][0] != "Z"

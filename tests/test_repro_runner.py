@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from attn_doctor.repro.catalogue import Case, Repro
-from attn_doctor.repro.runner import RunOptions, Status, first_sanitizer_error, run_cases
+from attn_doctor.repro.runner import (
+    RunOptions,
+    Status,
+    child_environment,
+    first_sanitizer_error,
+    rerun_command,
+    run_cases,
+)
 
 CHILDREN = Path(__file__).parent / "repro_children"
 CASES = [
@@ -87,3 +94,16 @@ def test_sanitizer_first_error_names_the_kernel():
     )
     assert first_sanitizer_error(report) == "Invalid __global__ read of size 2 bytes in rotary_kernel"
     assert first_sanitizer_error("========= ERROR SUMMARY: 0 errors\n") is None
+
+
+@pytest.mark.parametrize("sanitizer", [False, True])
+def test_rerun_command_states_the_environment_the_child_ran_under(sanitizer):
+    """Under compute-sanitizer no device assert may stand in front of the bad access memcheck must
+    see: neither the kernels' own debug variants nor TRITON_DEBUG's asserts in every kernel."""
+    env = child_environment("cuda", sanitizer=sanitizer)
+    command = rerun_command(REPRO, REPRO.cases[0], "cuda", sanitizer=sanitizer)
+    for name in ("CUDA_LAUNCH_BLOCKING", "TRITON_DEBUG", "ATTN_DOCTOR_KERNEL_DEBUG"):
+        if name in env:
+            assert f"{name}={env[name]}" in command
+    assert env["TRITON_DEBUG"] == ("0" if sanitizer else "1")
+    assert ("compute-sanitizer" in command) is sanitizer

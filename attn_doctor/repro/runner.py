@@ -87,13 +87,16 @@ def child_environment(device: str, sanitizer: bool = False) -> dict[str, str]:
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
     if sanitizer:  # memcheck must see the bad access itself, not a device assert in front of it
-        env["ATTN_DOCTOR_KERNEL_DEBUG"] = "0"
+        env["ATTN_DOCTOR_KERNEL_DEBUG"] = env["TRITON_DEBUG"] = "0"
     return env
 
 
 def rerun_command(repro: Repro, case: Case, device: str, sanitizer: bool = False) -> str:
     """The child's exact command line, with the environment it ran under."""
-    settings = "CUDA_LAUNCH_BLOCKING=1 TRITON_DEBUG=1" + (" TRITON_INTERPRET=1" if device == "cpu" else "")
+    debug = "0" if sanitizer else "1"
+    settings = f"CUDA_LAUNCH_BLOCKING=1 TRITON_DEBUG={debug}" + (
+        " TRITON_INTERPRET=1" if device == "cpu" else ""
+    )
     if sanitizer:
         settings += " ATTN_DOCTOR_KERNEL_DEBUG=0 compute-sanitizer --tool memcheck"
     return f"{settings} python -m {CHILD_ENTRY} {shlex.join([repro.module, case.name, device])}"

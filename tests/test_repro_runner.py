@@ -102,7 +102,12 @@ def test_rerun_command_states_the_environment_the_child_ran_under(sanitizer):
     see: neither the kernels' own debug variants nor TRITON_DEBUG's asserts in every kernel."""
     env = child_environment("cuda", sanitizer=sanitizer)
     command = rerun_command(REPRO, REPRO.cases[0], "cuda", sanitizer=sanitizer)
-    for name in ("CUDA_LAUNCH_BLOCKING", "TRITON_DEBUG", "ATTN_DOCTOR_KERNEL_DEBUG"):
+    for name in (
+        "CUDA_LAUNCH_BLOCKING",
+        "TRITON_DEBUG",
+        "ATTN_DOCTOR_KERNEL_DEBUG",
+        "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    ):
         if name in env:
             assert f"{name}={env[name]}" in command
     assert env["TRITON_DEBUG"] == ("0" if sanitizer else "1")

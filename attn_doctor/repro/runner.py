@@ -86,8 +86,10 @@ def child_environment(device: str, sanitizer: bool = False) -> dict[str, str]:
     env = isolation.child_environment(TRITON_DEBUG="1")
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
-    if sanitizer:  # memcheck must see the bad access itself, not a device assert in front of it
+    if sanitizer:  # memcheck must see the bad access itself, not a device assert in front of it,
         env["ATTN_DOCTOR_KERNEL_DEBUG"] = env["TRITON_DEBUG"] = "0"
+        # nor a read past a tensor that lands inside the caching allocator's larger block
+        env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
     return env
 
 
@@ -98,7 +100,9 @@ def rerun_command(repro: Repro, case: Case, device: str, sanitizer: bool = False
         " TRITON_INTERPRET=1" if device == "cpu" else ""
     )
     if sanitizer:
-        settings += " ATTN_DOCTOR_KERNEL_DEBUG=0 compute-sanitizer --tool memcheck"
+        settings += (
+            " ATTN_DOCTOR_KERNEL_DEBUG=0 PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck"
+        )
     return f"{settings} python -m {CHILD_ENTRY} {shlex.join([repro.module, case.name, device])}"
 
 

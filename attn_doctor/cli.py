@@ -590,6 +590,22 @@ def explain(
     raise typer.Exit(result.exit_code)
 
 
+@app.command(
+    "run",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def run_wrapped(ctx: typer.Context) -> None:
+    """Run a command (`run -- python train.py ...`); when it fails, diagnose its output.
+
+    The output passes through untouched; the exit code is the command's. `attn-doctor run --help`
+    lists the options. (The entry point dispatches `run` before this app is even imported.)
+    """
+    from attn_doctor.wrap import main as run_command
+
+    raise typer.Exit(run_command(list(ctx.args)))
+
+
 @rules_app.command("list")
 @_one_line_errors
 def rules_list() -> None:

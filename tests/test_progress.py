@@ -17,10 +17,12 @@ COMMAND = [sys.executable, "-m", "attn_doctor", "repro", "rotary-dim", "--device
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm", "COLUMNS": "120"}
 
 
-def under_a_terminal(*args: str) -> tuple[int, str]:
-    """The command with stdout and stderr on a pseudo-terminal; everything it wrote there."""
+def under_a_terminal(*args: str, command: list[str] = COMMAND) -> tuple[int, str]:
+    """``command`` with stdin, stdout and stderr on a pseudo-terminal; everything it wrote there."""
     leader, follower = pty.openpty()
-    process = subprocess.Popen([*COMMAND, *args], stdout=follower, stderr=follower, env=ENV, cwd=REPO)
+    process = subprocess.Popen(
+        [*command, *args], stdin=follower, stdout=follower, stderr=follower, env=ENV, cwd=REPO
+    )
     os.close(follower)
     chunks, deadline = [], time.monotonic() + 300
     while time.monotonic() < deadline:

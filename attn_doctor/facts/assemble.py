@@ -12,6 +12,8 @@ Precedence, first to last (a later step overrides an earlier one):
    For `explain`, a log is a target too: without a declared one, the base is **the log's stack**
    (facts/log_facts.py: a freeze block, collect_env, wheel names, traceback frames), never this
    machine, whose packages need not be the log's (``--path`` names a machine's site-packages).
+   For `run`, the log is this machine's own output: the base is this machine, and the log fills
+   only what the probe lacks (the command may run another interpreter than the doctor's).
 2. **Pins** (``--pin NAME==VERSION``) replace packages of the base: on their own they mean "this
    machine, with this version instead"; with a declared target they override the file.
 3. **The log's facts** fill what the steps above left unknown (a package they do not name, the
@@ -71,6 +73,7 @@ class EnvironmentInputs:
     python: str | None = None  # --python: the declared target's Python (default: the runner's)
     platform: str | None = None  # --platform: linux[-x86_64|-aarch64], windows, darwin[-arm64]
     log: LogFacts | None = None  # explain: what the log states about its stack
+    log_written_here: bool = False  # run: the log is this machine's own output, not another's
     image: str | None = None  # --image: a container image whose contents are known
     dockerfile: Path | None = None  # --dockerfile: its FROM image and pinned installs
     stage: str | None = None  # --stage: the Dockerfile stage (default: the last)
@@ -134,7 +137,9 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
         raise InputError("--path", "reads installed packages; a declared target (-r, --env-file) has none")
     site_paths = [_site_packages(path) for path in inputs.site_paths]
     problems: list[str] = []
-    log_is_target = inputs.log is not None and not (inputs.declares_target or inputs.site_paths)
+    log_is_target = inputs.log is not None and not (
+        inputs.declares_target or inputs.site_paths or inputs.log_written_here
+    )
     if inputs.declares_target:
         env = _declared_target(inputs, problems)
     elif log_is_target:  # (--path names a machine's site-packages: that machine's packages)
@@ -146,8 +151,9 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
         env.sources += [note for _, note in site_paths if note]
     if inputs.pins:
         env = _with_pins(env, inputs.pins)
-    if inputs.log is not None and (log_is_target or inputs.declares_packages):
-        # a probed machine (this one, --path, an env file) has what it has: a log adds nothing
+    if inputs.log is not None and (log_is_target or inputs.declares_packages or inputs.log_written_here):
+        # a probed machine (this one, --path, an env file) has what it has: a log adds nothing,
+        # except under `run`, where the command's interpreter may have what the doctor's lacks
         env = _fill_from_log(env, inputs.log)
         if env.platform is None:
             env.platform, env.machine = PLATFORMS["linux"]

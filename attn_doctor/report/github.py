@@ -19,18 +19,18 @@ def to_github(result: CheckResult) -> str:
         else:
             command = {"error": "error", "warning": "warning", "info": "notice"}[rule.severity]
             message = f"{rule.title}. Fix: {rule.fix_summary} See {rule.references[0]}"
-        properties = [f"title={_gh_property('attn-doctor ' + rule.id)}"]
+        properties = [f"title={gh_property('attn-doctor ' + rule.id)}"]
         location = requirement_location(finding)
         if location is not None:
-            properties[:0] = [f"file={_gh_property(location[0])}", f"line={location[1]}"]
-        lines.append(f"::{command} {','.join(properties)}::{_gh_data(message)}")
-    lines += [f"::error title=attn-doctor input::{_gh_data(problem)}" for problem in result.problems]
+            properties[:0] = [f"file={gh_property(location[0])}", f"line={location[1]}"]
+        lines.append(f"::{command} {','.join(properties)}::{gh_data(message)}")
+    lines += [f"::error title=attn-doctor input::{gh_data(problem)}" for problem in result.problems]
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def _gh_data(text: str) -> str:
+def gh_data(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
-def _gh_property(text: str) -> str:
-    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+def gh_property(text: str) -> str:
+    return gh_data(text).replace(":", "%3A").replace(",", "%2C")

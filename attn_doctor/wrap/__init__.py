@@ -1,0 +1,91 @@
+"""`attn-doctor run -- CMD`: run a command untouched and diagnose it when it fails.
+
+The command starts before anything heavy is imported (argparse, not typer; no torch, ever); the
+explain machinery is only imported once it has failed. Exit status: the command's own (128 + N
+when signal N killed it, as shells report it), 127 when it cannot be started, 2 for bad options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from attn_doctor.wrap.passthrough import CommandNotFound, Finished, run
+
+if TYPE_CHECKING:
+    from attn_doctor.wrap.diagnose import Diagnosis
+
+FORMATS = ("text", "github")
+USAGE = "attn-doctor run [--report FILE] [--format text|github] [--rerun-blocking] -- COMMAND [ARG...]"
+
+
+def main(argv: list[str]) -> int:
+    try:
+        options, command = _parse(argv)
+    except SystemExit as stop:  # --help: 0; a bad option or no command: 2
+        return stop.code if isinstance(stop.code, int) else 2
+    try:
+        finished = run(command)
+    except CommandNotFound as error:
+        sys.stderr.write(f"attn-doctor run: cannot run {error}\n")
+        return 127
+    blocking = os.environ.get("CUDA_LAUNCH_BLOCKING") == "1"
+    if finished.returncode == 0:
+        return 0
+    diagnosis = _report(command, finished, blocking, options)
+    if diagnosis.asynchronous and options.rerun_blocking:
+        sys.stderr.write("attn-doctor run: running it again with CUDA_LAUNCH_BLOCKING=1\n")
+        finished = run(command, {**os.environ, "CUDA_LAUNCH_BLOCKING": "1"})
+        if finished.returncode != 0:
+            _report(command, finished, True, options)
+    return exit_status(finished.returncode)
+
+
+def exit_status(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _report(command: list[str], finished: Finished, blocking: bool, options: argparse.Namespace) -> Diagnosis:
+    from attn_doctor.wrap import diagnose
+
+    diagnosis = diagnose.diagnose(command, finished.returncode, finished.tail, blocking)
+    render = (
+        diagnose.to_github if options.format == "github" else lambda d: diagnose.to_text(d, finished.tail)
+    )
+    out = sys.stdout if options.format == "github" else sys.stderr
+    out.write(render(diagnosis))
+    out.flush()
+    if options.report is not None:
+        try:
+            with open(options.report, "w", encoding="utf-8") as handle:
+                handle.write(diagnose.to_json(diagnosis))
+        except OSError as error:
+            sys.stderr.write(f"attn-doctor: error: --report {options.report}: {error.strerror or error}\n")
+    return diagnosis
+
+
+def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    if "--" in argv:
+        split = argv.index("--")
+        mine, command = argv[:split], argv[split + 1 :]
+    else:  # `attn-doctor run python train.py`: everything from the first non-option is the command
+        first = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), len(argv))
+        mine, command = argv[:first], argv[first:]
+    parser = argparse.ArgumentParser(
+        prog="attn-doctor run", usage=USAGE, description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--report", metavar="FILE", help="also write the diagnosis as JSON to FILE")
+    parser.add_argument(
+        "--format", choices=FORMATS, default="text", help="text (stderr) or github (annotations)"
+    )
+    parser.add_argument(
+        "--rerun-blocking",
+        action="store_true",
+        help="on a CUDA error reported asynchronously, run the command once more with CUDA_LAUNCH_BLOCKING=1",
+    )
+    options = parser.parse_args(mine)
+    if not command:
+        parser.error("no command to run")
+    return options, command

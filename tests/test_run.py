@@ -1,0 +1,178 @@
+"""`attn-doctor run -- CMD` with real child processes: the command's output passes through
+unchanged, its exit code comes back, and when it fails the diagnosis follows its output."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from attn_doctor.wrap.tail import OutputTail
+from tests.conftest import Site
+from tests.support import REPO
+from tests.test_progress import under_a_terminal
+
+CHILDREN = REPO / "tests" / "run_children"
+SEED_A = CHILDREN / "fails_like_seed_a.py"
+BEHAVES = CHILDREN / "behaves.py"
+
+
+@pytest.fixture
+def project(tmp_path: Path, site: Site) -> tuple[Path, dict[str, str]]:
+    """A training project using FA2 and generate, on a machine with transformers 4.44.0 (metadata)."""
+    site.install("transformers", "4.44.0")
+    site.install("flash-attn", "2.6.3")
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "train.py").write_text(
+        'model = AutoModelForCausalLM.from_pretrained("google/gemma-2-9b",\n'
+        '    attn_implementation="flash_attention_2")\nout = model.generate(**inputs)\n'
+    )
+    env = {**os.environ, "PYTHONPATH": f"{site.path}{os.pathsep}{REPO}", "NO_COLOR": "1"}
+    env.pop("CUDA_LAUNCH_BLOCKING", None)
+    return folder, env
+
+
+def doctor_run(project: tuple[Path, dict[str, str]], *args: str | Path) -> subprocess.CompletedProcess[str]:
+    folder, env = project
+    command = [sys.executable, "-m", "attn_doctor", "run", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder, timeout=300)
+
+
+def direct(project: tuple[Path, dict[str, str]], *args: str | Path) -> subprocess.CompletedProcess[str]:
+    folder, env = project
+    return subprocess.run(
+        list(map(str, args)), capture_output=True, text=True, env=env, cwd=folder, timeout=300
+    )
+
+
+def test_seed_a_output_unchanged_then_the_gemma2_cause(project, tmp_path):
+    report = tmp_path / "diagnosis.json"
+    wrapped = doctor_run(project, "--report", report, "--", sys.executable, SEED_A)
+    alone = direct(project, sys.executable, SEED_A)
+    assert wrapped.returncode == alone.returncode == 1
+    assert wrapped.stdout == alone.stdout
+    assert wrapped.stderr.startswith(alone.stderr)
+    diagnosis = wrapped.stderr[len(alone.stderr) :]
+    assert "attn-doctor: the command exited with code 1" in diagnosis
+    first = diagnosis.split("\n1. ", 1)[1].splitlines()[0]
+    assert first.startswith("✗ gemma2-fa2-generate-4d-mask [error; affected on this stack]")
+    assert (
+        "CUDA_LAUNCH_BLOCKING=1 " in diagnosis
+    )  # a device-side assert: where it surfaced is not where it failed
+    document = json.loads(report.read_text())
+    assert document["returncode"] == 1 and document["cuda_asynchronous"] is True
+    assert document["explanation"]["causes"][0]["id"] == "gemma2-fa2-generate-4d-mask"
+    assert "attn-doctor repro gemma2-fa2-generate-4d-mask" in document["repros"]
+
+
+def test_github_format_annotates_the_cause(project):
+    done = doctor_run(project, "--format", "github", "--", sys.executable, SEED_A)
+    assert done.returncode == 1
+    annotations = [line for line in done.stdout.splitlines() if line.startswith("::")]
+    assert annotations[0].startswith("::error title=attn-doctor gemma2-fa2-generate-4d-mask::")
+
+
+def test_success_prints_nothing_of_its_own(project):
+    wrapped = doctor_run(project, "--", sys.executable, BEHAVES, "succeed")
+    assert (wrapped.returncode, wrapped.stdout, wrapped.stderr) == (0, "step 1/1 done; loss 0.1\n", "")
+
+
+def test_a_signal_death_is_reported_and_exits_128_plus_n(project):
+    done = doctor_run(project, "--", sys.executable, BEHAVES, "segfault")
+    assert done.returncode == 128 + signal.SIGSEGV
+    assert done.stdout == "about to fault\n"
+    assert "attn-doctor: the command was killed by SIGSEGV" in done.stderr
+
+
+def test_a_command_that_does_not_exist_is_127_and_one_line(project):
+    done = doctor_run(project, "--", "no-such-command-anywhere", "--flag")
+    assert done.returncode == 127
+    assert done.stderr.splitlines() == [
+        "attn-doctor run: cannot run no-such-command-anywhere: No such file or directory"
+    ]
+    assert doctor_run(project).returncode == 2  # no command at all
+
+
+def test_a_terminal_stays_a_terminal():
+    """Under a pseudo-terminal the command sees terminals on stdin, stdout and stderr."""
+    command = [sys.executable, "-m", "attn_doctor", "run", "--", sys.executable, str(BEHAVES), "isatty"]
+    code, seen = under_a_terminal(command=command)
+    assert code == 3
+    assert "stdout True stderr True stdin True" in seen
+
+
+def test_streams_closed_early_and_grandchildren_holding_them(project):
+    closed = doctor_run(project, "--", sys.executable, BEHAVES, "close-streams-then-work")
+    assert closed.returncode == 4
+    started = time.monotonic()
+    held = doctor_run(project, "--", sys.executable, BEHAVES, "grandchild")
+    assert held.returncode == 5 and "left a grandchild holding stdout" in held.stdout
+    assert time.monotonic() - started < 30  # not the grandchild's 60 s
+
+
+def test_a_flood_passes_through_whole(project):
+    done = subprocess.run(
+        [sys.executable, "-m", "attn_doctor", "run", "--", sys.executable, str(BEHAVES), "flood", "20000"],
+        capture_output=True,
+        env=project[1],
+        timeout=300,
+    )
+    assert done.returncode == 0 and len(done.stdout) == 20000 * 1024
+
+
+def test_sigterm_reaches_the_command(project):
+    folder, env = project
+    wrapper = subprocess.Popen(
+        [sys.executable, "-m", "attn_doctor", "run", "--", sys.executable, str(BEHAVES), "wait-for-signal"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=folder,
+    )
+    assert wrapper.stdout is not None and wrapper.stdout.readline() == "ready\n"
+    wrapper.send_signal(signal.SIGTERM)
+    out, err = wrapper.communicate(timeout=120)
+    assert wrapper.returncode == 143
+    assert out == "got SIGTERM\n"
+    assert "attn-doctor: the command exited with code 143" in err
+
+
+def test_asynchronous_cuda_error_offers_and_runs_a_blocking_rerun(project):
+    plain = doctor_run(project, "--", sys.executable, BEHAVES, "device-assert")
+    assert plain.returncode == 1
+    assert f"CUDA_LAUNCH_BLOCKING=1 {sys.executable} {BEHAVES} device-assert" in plain.stderr
+    rerun = doctor_run(project, "--rerun-blocking", "--", sys.executable, BEHAVES, "device-assert")
+    assert "running it again with CUDA_LAUNCH_BLOCKING=1" in rerun.stderr
+    assert rerun.returncode == 0  # the script succeeds once launches block
+
+
+def test_torchrun_rank_failure_is_diagnosed(project):
+    torchrun = Path(sys.executable).with_name("torchrun")
+    done = doctor_run(project, "--", torchrun, "--nproc-per-node", "2", CHILDREN / "torchrun_rank_fails.py")
+    assert done.returncode == 1
+    assert "[rank1]: RuntimeError: CUDA error: device-side assert triggered" in done.stderr
+    diagnosis = done.stderr.split("attn-doctor: the command exited with code 1", 1)[1]
+    assert "\n1. ✗ gemma2-fa2-generate-4d-mask [error; affected on this stack]" in diagnosis
+
+
+def test_tail_stays_bounded_and_keeps_each_ranks_last_words():
+    tail = OutputTail(cap=4096, rank_cap=1024, max_ranks=2)
+    tail.feed(b"[rank1]: RuntimeError: the first failure\n")
+    for step in range(20000):
+        tail.feed(f"[rank0]: step {step} loss 0.1\n".encode())
+        tail.feed(f"[rank2]: step {step}\n".encode())  # a third rank: past max_ranks, only in the shared tail
+    assert len(tail._all) <= 2 * 4096 and all(len(t) <= 2 * 1024 for t in tail._ranks.values())
+    text = tail.text()
+    assert b"[rank1]: RuntimeError: the first failure" in text  # scrolled out of the shared tail long ago
+    assert text.endswith(b"[rank2]: step 19999\n")
+    assert tail.total == len(b"[rank1]: RuntimeError: the first failure\n") + sum(
+        len(f"[rank0]: step {s} loss 0.1\n") + len(f"[rank2]: step {s}\n") for s in range(20000)
+    )

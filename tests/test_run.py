@@ -3,11 +3,15 @@ unchanged, its exit code comes back, and when it fails the diagnosis follows its
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -176,3 +180,59 @@ def test_tail_stays_bounded_and_keeps_each_ranks_last_words():
     assert tail.total == len(b"[rank1]: RuntimeError: the first failure\n") + sum(
         len(f"[rank0]: step {s} loss 0.1\n") + len(f"[rank2]: step {s}\n") for s in range(20000)
     )
+
+
+def test_ctrl_c_on_a_terminal_reaches_the_command_once_and_is_not_diagnosed(project):
+    """The command's group is the terminal's foreground: the terminal's ^C goes to it, not to the
+    wrapper, and an interrupt the user asked for gets no diagnosis."""
+    folder, env = project
+    leader, follower = pty.openpty()
+    command = [
+        sys.executable,
+        "-m",
+        "attn_doctor",
+        "run",
+        "--",
+        sys.executable,
+        str(BEHAVES),
+        "wait-for-signal",
+    ]
+
+    def own_terminal() -> None:  # a session whose controlling terminal is the pseudo-terminal, as a shell's
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    wrapper = subprocess.Popen(
+        command,
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        cwd=folder,
+        preexec_fn=own_terminal,
+    )
+    os.close(follower)
+    seen = b""
+    deadline = time.monotonic() + 120
+    while b"ready" not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 1)
+        if ready:
+            seen += os.read(leader, 4096)
+    os.write(leader, b"\x03")
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 1)
+        if not ready:
+            if wrapper.poll() is not None:
+                break
+            continue
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert wrapper.wait(timeout=60) == 128 + signal.SIGINT, seen
+    assert b"KeyboardInterrupt" in seen
+    assert b"attn-doctor: the command" not in seen

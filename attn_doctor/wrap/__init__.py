@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -32,8 +33,8 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"attn-doctor run: cannot run {error}\n")
         return 127
     blocking = os.environ.get("CUDA_LAUNCH_BLOCKING") == "1"
-    if finished.returncode == 0:
-        return 0
+    if finished.returncode in (0, -signal.SIGINT, 128 + signal.SIGINT):
+        return exit_status(finished.returncode)  # success, or the user's own Ctrl-C: nothing to say
     diagnosis = _report(command, finished, blocking, options)
     if diagnosis.asynchronous and options.rerun_blocking:
         sys.stderr.write("attn-doctor run: running it again with CUDA_LAUNCH_BLOCKING=1\n")

@@ -4,8 +4,9 @@ Targets (issue 17): under 50 ms added to start-up (`run -- python -c pass` again
 `python -c pass`, medians), and under 1% CPU for the wrapper while the command runs. CPU is
 measured with wait4 on the wrapper (its rusage includes the command it reaped), minus the same
 command's own rusage run alone, over the run's wall time. Two commands: one that prints N MiB as
-fast as it can (its output read by this script from a pipe, as a log collector would), and one
-that prints nothing for a while.
+fast as it can, to a pipe this script reads (as a log collector would) and to a file (as SLURM's
+--output: the wrapper copies nothing then, and reads the end back after the command exits), and
+one that prints nothing for a while.
 
     python benchmarks/run_overhead.py --runs 11 --flood-mib 1024 --quiet-s 120
 """
@@ -17,6 +18,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from import_floor import REPO, machine
@@ -24,17 +26,23 @@ from import_floor import REPO, machine
 FLOOD = "import sys\nblock = b'x' * 1023 + b'\\n'\nfor _ in range({n}): sys.stdout.buffer.write(block)"
 
 
-def measured(command: list[str]) -> tuple[float, float]:
+def measured(command: list[str], to_file: bool = False) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system, the process and what it reaped)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    assert process.stdout is not None
-    while process.stdout.read(1 << 20):
-        pass
-    _, _, usage = os.wait4(process.pid, 0)
+    with tempfile.TemporaryFile() as file:
+        start = time.perf_counter()
+        target = file if to_file else subprocess.PIPE
+        process = subprocess.Popen(command, stdout=target, stderr=subprocess.DEVNULL, env=env)
+        while process.stdout is not None and process.stdout.read(1 << 20):
+            pass
+        _, _, usage = os.wait4(process.pid, 0)
     process.returncode = 0
     return time.perf_counter() - start, usage.ru_utime + usage.ru_stime
+
+
+def medians(command: list[str], runs: int, to_file: bool = False) -> tuple[float, float]:
+    results = [measured(command, to_file) for _ in range(runs)]
+    return statistics.median(r[0] for r in results), statistics.median(r[1] for r in results)
 
 
 def wrapped(command: list[str]) -> list[str]:
@@ -53,8 +61,10 @@ def main() -> None:
     alone = statistics.median(measured(bare)[0] for _ in range(args.runs))
     around = statistics.median(measured(wrapped(bare))[0] for _ in range(args.runs))
     flood = [sys.executable, "-c", FLOOD.format(n=args.flood_mib * 1024)]
-    flood_alone, flood_alone_cpu = measured(flood)
-    flood_wall, flood_cpu = measured(wrapped(flood))
+    flood_alone, flood_alone_cpu = medians(flood, 3)
+    flood_wall, flood_cpu = medians(wrapped(flood), 3)
+    file_alone, file_alone_cpu = medians(flood, 3, to_file=True)
+    file_wall, file_cpu = medians(wrapped(flood), 3, to_file=True)
     quiet = [sys.executable, "-c", f"import time; time.sleep({args.quiet_s})"]
     _, quiet_alone_cpu = measured(quiet)
     quiet_wall, quiet_cpu = measured(wrapped(quiet))
@@ -64,10 +74,15 @@ def main() -> None:
     print(f"{'run -- python -c pass':<46} {around:>8.3f}")
     print(f"{'  added to start-up':<46} {around - alone:>8.3f} {'':>14} {'':>14} {'0.050 s':>8}")
     flood_extra = flood_cpu - flood_alone_cpu
-    print(f"{f'print {args.flood_mib} MiB, alone':<46} {flood_alone:>8.2f}")
-    label = f"run -- print {args.flood_mib} MiB"
+    print(f"{f'print {args.flood_mib} MiB to a pipe, alone':<46} {flood_alone:>8.2f}")
+    label = f"run -- print {args.flood_mib} MiB to a pipe"
     share = 100 * flood_extra / flood_wall
     print(f"{label:<46} {flood_wall:>8.2f} {flood_extra:>14.2f} {share:>13.1f}% {'1%':>8}")
+    file_extra = file_cpu - file_alone_cpu
+    print(f"{f'print {args.flood_mib} MiB to a file, alone':<46} {file_alone:>8.2f}")
+    label = f"run -- print {args.flood_mib} MiB to a file"
+    share = 100 * file_extra / file_wall
+    print(f"{label:<46} {file_wall:>8.2f} {file_extra:>14.2f} {share:>13.1f}% {'1%':>8}")
     quiet_extra = quiet_cpu - quiet_alone_cpu
     label = f"run -- print nothing for {args.quiet_s:g} s"
     share = 100 * quiet_extra / quiet_wall

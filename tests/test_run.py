@@ -236,3 +236,27 @@ def test_ctrl_c_on_a_terminal_reaches_the_command_once_and_is_not_diagnosed(proj
     assert wrapper.wait(timeout=60) == 128 + signal.SIGINT, seen
     assert b"KeyboardInterrupt" in seen
     assert b"attn-doctor: the command" not in seen
+
+
+def test_output_to_a_file_is_written_by_the_command_itself_and_read_back(project, tmp_path):
+    """As under SLURM's --output: the command writes the file directly (nothing is copied), and
+    the diagnosis reads its end back and follows it in the same file."""
+    folder, env = project
+    log = tmp_path / "slurm-1234.out"
+    with log.open("wb") as handle:
+        handle.write(b"earlier job output\n")
+        handle.flush()
+        done = subprocess.run(
+            [sys.executable, "-m", "attn_doctor", "run", "--", sys.executable, str(SEED_A)],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=folder,
+            timeout=300,
+        )
+    text = log.read_text()
+    assert done.returncode == 1
+    assert text.startswith("earlier job output\nLoading checkpoint shards")
+    own, diagnosis = text.split("attn-doctor: the command exited with code 1; diagnosis of its last ", 1)
+    assert own.rstrip("─ \n").endswith("Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+    assert "\n1. ✗ gemma2-fa2-generate-4d-mask [error; affected on this stack]" in diagnosis

@@ -2,7 +2,9 @@
 
 stdin is the wrapper's own; each of stdout and stderr goes through a pseudo-terminal where the
 wrapper's is a terminal (colours and progress bars stay on, ``isatty()`` stays true) and through
-a pipe otherwise; every byte is written on as soon as it is read. The command runs in its own
+a pipe otherwise; every byte is written on as soon as it is read. Where the wrapper's stream is a
+regular file (a SLURM ``--output``), the command writes to that file itself and its tail is read
+back once it has exited: no copying at all. The command runs in its own
 process group, which gets every signal the wrapper gets (Ctrl-C, SLURM's SIGTERM); on a terminal
 that group is made the foreground, so the terminal's own Ctrl-C reaches the command once and
 reading stdin does not stop it. Only the standard library: this runs before anything heavy.
@@ -17,6 +19,7 @@ import os
 import pty
 import selectors
 import signal
+import stat
 import struct
 import subprocess
 import termios
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from attn_doctor.wrap.tail import OutputTail
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+FILE_TAIL_BYTES = 8 * 1024 * 1024  # read back from an output file: enough for each rank's last words
 DRAIN_AFTER_EXIT_S = 1.0  # a grandchild may hold the streams open: read what is there, then stop
 PIPE_BYTES = CHUNK = 1024 * 1024
 
@@ -60,27 +64,34 @@ def run(command: list[str], env: dict[str, str] | None = None) -> Finished:
         for stream in streams:
             stream.close_child_end()
         with _foreground(child.pid), _forwarding(child.pid):
-            _pump(streams, child, tail)
+            _pump([stream for stream in streams if stream.read_end >= 0], child, tail)
+        read_back = set()
+        for stream in streams:
+            if stream.file_start is not None and _identity(stream.target) not in read_back:
+                read_back.add(_identity(stream.target))
+                _read_back(stream.target, stream.file_start, tail)
     return Finished(child.returncode, tail)
 
 
 @dataclass
 class _Stream:
     target: int  # our fd the bytes go to
-    read_end: int
+    read_end: int  # -1: the command writes to our file itself
     child_end: int
-    terminal: bool
+    file_start: int | None = None  # that file's size when the command started
 
     def close_child_end(self) -> None:
-        if self.child_end >= 0:
+        if self.child_end >= 0 and self.read_end >= 0:
             os.close(self.child_end)
             self.child_end = -1
 
 
 @contextlib.contextmanager
 def _stream(target: int) -> Iterator[_Stream]:
-    terminal = os.isatty(target)
-    if terminal:
+    if _regular_file(target):
+        yield _Stream(target, -1, target, os.fstat(target).st_size)
+        return
+    if os.isatty(target):
         read_end, child_end = pty.openpty()
         _copy_window_size(target, child_end)
         attributes = termios.tcgetattr(child_end)
@@ -90,7 +101,7 @@ def _stream(target: int) -> Iterator[_Stream]:
         read_end, child_end = os.pipe()
         with contextlib.suppress(OSError, AttributeError):  # fewer, larger reads of a flood (Linux)
             fcntl.fcntl(read_end, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-    stream = _Stream(target, read_end, child_end, terminal)
+    stream = _Stream(target, read_end, child_end)
     try:
         yield stream
     finally:
@@ -130,6 +141,38 @@ def _pump(streams: list[_Stream], child: subprocess.Popen[bytes], tail: OutputTa
         selector.close()
         os.close(wake_read)
         os.close(wake_write)
+
+
+def _regular_file(fd: int) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
+
+
+def _read_back(fd: int, start: int, tail: OutputTail) -> None:
+    """The end of what the command wrote to our output file (readable again through /proc)."""
+    try:
+        reader = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY)
+    except OSError:
+        return  # not readable to us: no tail, the command's own output is untouched anyway
+    try:
+        end = os.fstat(reader).st_size
+        begin = max(start, end - FILE_TAIL_BYTES)
+        tail.total += begin - start
+        while begin < end:
+            data = os.pread(reader, min(CHUNK, end - begin), begin)
+            if not data:
+                break
+            tail.feed(data)
+            begin += len(data)
+    finally:
+        os.close(reader)
 
 
 def _wait(child: subprocess.Popen[bytes], wake: int) -> None:

@@ -1439,7 +1439,11 @@ def write_ngc_images(out: Path, source: Path = NGC_SOURCE) -> list[str]:
     data = json.loads(source.read_text(encoding="utf-8"))
     kept, problems = {}, []
     for tag, entry in data["images"].items():
-        if entry.get("torch") and entry.get("cuda") and str(entry.get("reference", "")).startswith("https://"):
+        if (
+            entry.get("torch")
+            and entry.get("cuda")
+            and str(entry.get("reference", "")).startswith("https://")
+        ):
             kept[tag] = {key: value for key, value in entry.items() if key not in ("evidence", "notes")}
         else:
             problems.append(f"NGC image {tag}: no torch, CUDA or reference; left out")

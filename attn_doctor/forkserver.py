@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from attn_doctor.isolation import OUTPUT_TAIL_BYTES, ChildOutput, last_line, run_child
+from attn_doctor.isolation import ChildOutput, kill_group, last_line, run_child, tail
 
 FORK_SETTING = "ATTN_DOCTOR_FORK"  # "0": always fresh processes
 _KILL_GRACE_S = 10.0  # after SIGKILL, how long the server may take to report the exit
@@ -74,7 +74,7 @@ def serve(preload: list[str]) -> None:
             data = os.read(requests, 65536)
             if not data:  # the doctor is gone: so are its children
                 for pid in running:
-                    _kill(pid)
+                    kill_group(pid)
                 os._exit(0)
             pending += data
             *lines, pending = pending.split(b"\n")
@@ -164,15 +164,6 @@ def _send(fd: int, message: dict[str, Any]) -> None:
     os.write(fd, (json.dumps(message) + "\n").encode())
 
 
-def _kill(pid: int) -> None:
-    """SIGKILL to the child's whole group (it called setsid), or to the child before it could."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
 # ---- the doctor's side -------------------------------------------------------------------------
 
 
@@ -229,11 +220,11 @@ class ForkServer:
             request = self._submit(entry, args, out_path, err_path)
             timed_out = not request.done.wait(timeout_s)
             if timed_out and request.pid is not None:
-                _kill(request.pid)
+                kill_group(request.pid)
                 request.done.wait(_KILL_GRACE_S)
             if request.status is None:
                 if request.pid is not None:
-                    _kill(request.pid)
+                    kill_group(request.pid)
                 raise ServerGone("it exited while a child was running")
             return ChildOutput(request.status, _tail(out_path), _tail(err_path), timed_out)
         finally:
@@ -250,7 +241,7 @@ class ForkServer:
         try:
             self._process.wait(timeout=_KILL_GRACE_S)
         except subprocess.TimeoutExpired:
-            _kill(self._process.pid)
+            kill_group(self._process.pid)
             self._process.wait()
         self._stderr.close()
         self._folder.cleanup()
@@ -304,9 +295,7 @@ class ForkServer:
 
 def _tail(path: str) -> str:
     with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        handle.seek(max(0, handle.tell() - OUTPUT_TAIL_BYTES))
-        return handle.read().decode("utf-8", errors="replace")
+        return tail(handle)
 
 
 class Launcher:

@@ -7,6 +7,7 @@ The child prints one ``ATTN_DOCTOR_RESULT {json}`` line; everything else is evid
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -51,7 +52,7 @@ def run_child(command: list[str], env: dict[str, str], timeout_s: float) -> Chil
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(process)
-        return ChildOutput(process.returncode, _tail(out), _tail(err), timed_out)
+        return ChildOutput(process.returncode, tail(out), tail(err), timed_out)
 
 
 def child_environment(**settings: str) -> dict[str, str]:
@@ -101,16 +102,23 @@ def signal_name(returncode: int) -> str:
     return signal.Signals(number).name if number in signal.valid_signals() else str(number)
 
 
-def _tail(handle: IO[bytes]) -> str:
+def tail(handle: IO[bytes]) -> str:
+    """The last OUTPUT_TAIL_BYTES of a child's output file, decoded."""
     handle.seek(0, os.SEEK_END)
     size = handle.tell()
     handle.seek(max(0, size - OUTPUT_TAIL_BYTES))
     return handle.read().decode("utf-8", errors="replace")
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
+def kill_group(pid: int) -> None:
+    """SIGKILL to the child's whole process group, or to the child alone if it has none yet."""
     try:
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    kill_group(process.pid)
     process.wait()

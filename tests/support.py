@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import pty
+import select
+import subprocess
+import termios
 import textwrap
+import time
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -34,3 +41,39 @@ def write_rule(folder: Path, rule_id: str, affects: str = "", **fields: str) -> 
 def cli(*args: str | Path):
     """Run the real CLI in-process; returns click's Result (exit_code, stdout, stderr)."""
     return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def under_a_terminal(
+    command: list[str], env: dict[str, str], cwd: Path, interrupt_after: bytes | None = None
+) -> tuple[int, str]:
+    """``command`` in its own session whose controlling terminal is a pseudo-terminal (as a shell
+    starts a job), with stdin, stdout and stderr on it; everything it wrote there. With
+    ``interrupt_after``, the terminal's ^C is typed once that text has appeared."""
+    leader, follower = pty.openpty()
+
+    def own_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    process = subprocess.Popen(
+        command, stdin=follower, stdout=follower, stderr=follower, env=env, cwd=cwd, preexec_fn=own_terminal
+    )
+    os.close(follower)
+    seen, deadline = b"", time.monotonic() + 300
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 1)
+        if ready:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's other side is closed, the command is done
+                break
+            if not data:
+                break
+            seen += data
+            if interrupt_after is not None and interrupt_after in seen:
+                os.write(leader, b"\x03")
+                interrupt_after = None
+        elif process.poll() is not None:
+            break
+    os.close(leader)
+    return process.wait(timeout=60), seen.decode("utf-8", errors="replace")

@@ -5,44 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import subprocess
 import sys
-import time
 
-from tests.support import REPO
+from tests.support import REPO, under_a_terminal
 
 COMMAND = [sys.executable, "-m", "attn_doctor", "repro", "rotary-dim", "--device", "cpu"]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "TERM": "xterm", "COLUMNS": "120"}
 
 
-def under_a_terminal(*args: str, command: list[str] = COMMAND) -> tuple[int, str]:
-    """``command`` with stdin, stdout and stderr on a pseudo-terminal; everything it wrote there."""
-    leader, follower = pty.openpty()
-    process = subprocess.Popen(
-        [*command, *args], stdin=follower, stdout=follower, stderr=follower, env=ENV, cwd=REPO
-    )
-    os.close(follower)
-    chunks, deadline = [], time.monotonic() + 300
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([leader], [], [], 1)
-        if ready:
-            try:
-                data = os.read(leader, 65536)
-            except OSError:  # EIO: the terminal's other side is closed, the command is done
-                break
-            if not data:
-                break
-            chunks.append(data)
-        elif process.poll() is not None:
-            break
-    os.close(leader)
-    return process.wait(timeout=60), b"".join(chunks).decode("utf-8", errors="replace")
-
-
 def test_a_terminal_sees_each_result_as_it_finishes_then_the_report() -> None:
-    code, seen = under_a_terminal()
+    code, seen = under_a_terminal(COMMAND, ENV, REPO)
     assert code == 0, seen
     plain = seen.replace("\r", "")
     # the live lines (no ✓ mark), written before the report's lines (with ✓)

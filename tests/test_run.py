@@ -3,15 +3,11 @@ unchanged, its exit code comes back, and when it fails the diagnosis follows its
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
-import select
 import signal
 import subprocess
 import sys
-import termios
 import time
 from pathlib import Path
 
@@ -19,8 +15,7 @@ import pytest
 
 from attn_doctor.wrap.tail import OutputTail
 from tests.conftest import Site
-from tests.support import REPO
-from tests.test_progress import under_a_terminal
+from tests.support import REPO, under_a_terminal
 
 CHILDREN = REPO / "tests" / "run_children"
 SEED_A = CHILDREN / "fails_like_seed_a.py"
@@ -107,7 +102,7 @@ def test_a_command_that_does_not_exist_is_127_and_one_line(project):
 def test_a_terminal_stays_a_terminal():
     """Under a pseudo-terminal the command sees terminals on stdin, stdout and stderr."""
     command = [sys.executable, "-m", "attn_doctor", "run", "--", sys.executable, str(BEHAVES), "isatty"]
-    code, seen = under_a_terminal(command=command)
+    code, seen = under_a_terminal(command, {**os.environ, "PYTHONPATH": str(REPO)}, REPO)
     assert code == 3
     assert "stdout True stderr True stdin True" in seen
 
@@ -186,7 +181,6 @@ def test_ctrl_c_on_a_terminal_reaches_the_command_once_and_is_not_diagnosed(proj
     """The command's group is the terminal's foreground: the terminal's ^C goes to it, not to the
     wrapper, and an interrupt the user asked for gets no diagnosis."""
     folder, env = project
-    leader, follower = pty.openpty()
     command = [
         sys.executable,
         "-m",
@@ -197,45 +191,10 @@ def test_ctrl_c_on_a_terminal_reaches_the_command_once_and_is_not_diagnosed(proj
         str(BEHAVES),
         "wait-for-signal",
     ]
-
-    def own_terminal() -> None:  # a session whose controlling terminal is the pseudo-terminal, as a shell's
-        os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    wrapper = subprocess.Popen(
-        command,
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-        env=env,
-        cwd=folder,
-        preexec_fn=own_terminal,
-    )
-    os.close(follower)
-    seen = b""
-    deadline = time.monotonic() + 120
-    while b"ready" not in seen and time.monotonic() < deadline:
-        ready, _, _ = select.select([leader], [], [], 1)
-        if ready:
-            seen += os.read(leader, 4096)
-    os.write(leader, b"\x03")
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([leader], [], [], 1)
-        if not ready:
-            if wrapper.poll() is not None:
-                break
-            continue
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(leader)
-    assert wrapper.wait(timeout=60) == 128 + signal.SIGINT, seen
-    assert b"KeyboardInterrupt" in seen
-    assert b"attn-doctor: the command" not in seen
+    code, seen = under_a_terminal(command, env, folder, interrupt_after=b"ready")
+    assert code == 128 + signal.SIGINT, seen
+    assert "KeyboardInterrupt" in seen
+    assert "attn-doctor: the command" not in seen
 
 
 def test_output_to_a_file_is_written_by_the_command_itself_and_read_back(project, tmp_path):
@@ -260,3 +219,17 @@ def test_output_to_a_file_is_written_by_the_command_itself_and_read_back(project
     own, diagnosis = text.split("attn-doctor: the command exited with code 1; diagnosis of its last ", 1)
     assert own.rstrip("─ \n").endswith("Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
     assert "\n1. ✗ gemma2-fa2-generate-4d-mask [error; affected on this stack]" in diagnosis
+
+
+def test_without_the_separator_our_options_come_first_and_the_rest_is_the_command(project, tmp_path):
+    """`run --report FILE python script.py ARGS`: FILE is ours, and a `--` inside the command is its own."""
+    report = tmp_path / "report.json"
+    done = doctor_run(project, "--report", report, sys.executable, BEHAVES, "segfault", "--", "--report")
+    assert done.returncode == 128 + signal.SIGSEGV
+    assert json.loads(report.read_text())["command"] == [
+        sys.executable,
+        str(BEHAVES),
+        "segfault",
+        "--",
+        "--report",
+    ]

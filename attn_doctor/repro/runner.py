@@ -10,13 +10,12 @@ import enum
 import re
 import shlex
 import shutil
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from attn_doctor import isolation
-from attn_doctor.forkserver import Launcher
+from attn_doctor.forkserver import Launcher, fresh_command
 from attn_doctor.isolation import ChildOutput, last_line, run_child, signal_name
 from attn_doctor.progress import QUIET, Progress
 from attn_doctor.repro.catalogue import Case, Repro
@@ -79,7 +78,7 @@ CHILD_ENTRY = "attn_doctor.repro.child"  # main([MODULE, CASE, DEVICE])
 
 
 def child_command(repro: Repro, case: Case, device: str) -> list[str]:
-    return [sys.executable, "-m", CHILD_ENTRY, repro.module, case.name, device]
+    return fresh_command(CHILD_ENTRY, [repro.module, case.name, device])
 
 
 def child_environment(device: str, sanitizer: bool = False) -> dict[str, str]:

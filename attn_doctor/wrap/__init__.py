@@ -68,12 +68,7 @@ def _report(command: list[str], finished: Finished, blocking: bool, options: arg
 
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    if "--" in argv:
-        split = argv.index("--")
-        mine, command = argv[:split], argv[split + 1 :]
-    else:  # `attn-doctor run python train.py`: everything from the first non-option is the command
-        first = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), len(argv))
-        mine, command = argv[:first], argv[first:]
+    """Our options, then the command: after ``--``, or from its first word (``run python t.py``)."""
     parser = argparse.ArgumentParser(
         prog="attn-doctor run", usage=USAGE, description=__doc__.split("\n\n")[0]
     )
@@ -86,7 +81,9 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         action="store_true",
         help="on a CUDA error reported asynchronously, run the command once more with CUDA_LAUNCH_BLOCKING=1",
     )
-    options = parser.parse_args(mine)
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command and its arguments")
+    options = parser.parse_args(argv)
+    command = options.command[1:] if options.command[:1] == ["--"] else options.command
     if not command:
         parser.error("no command to run")
     return options, command

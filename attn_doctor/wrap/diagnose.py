@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import signal
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from attn_doctor.explain import Explanation
+from attn_doctor.isolation import signal_name
 from attn_doctor.wrap.tail import OutputTail
 
 # errors CUDA reports at the next synchronising call, wherever that is, unless launches are blocking
@@ -34,9 +34,7 @@ class Diagnosis:
     @property
     def how_it_ended(self) -> str:
         if self.returncode < 0:
-            number = -self.returncode
-            name = signal.Signals(number).name if number in signal.valid_signals() else str(number)
-            return f"was killed by {name}"
+            return f"was killed by {signal_name(self.returncode)}"
         return f"exited with code {self.returncode}"
 
     def rerun_blocking(self) -> str:

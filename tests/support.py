@@ -77,3 +77,8 @@ def under_a_terminal(
             break
     os.close(leader)
     return process.wait(timeout=60), seen.decode("utf-8", errors="replace")
+
+
+def lines_wider_than(text: str, width: int = 80) -> list[str]:
+    """Lines of ``text`` wider than ``width``, except a lone unbreakable word (a URL, a path)."""
+    return [line for line in text.splitlines() if len(line) > width and len(line.split()) > 1]

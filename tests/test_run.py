@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from attn_doctor.wrap.tail import OutputTail
 from tests.conftest import Site
-from tests.support import REPO, under_a_terminal
+from tests.support import REPO, lines_wider_than, under_a_terminal
 
 CHILDREN = REPO / "tests" / "run_children"
 SEED_A = CHILDREN / "fails_like_seed_a.py"
@@ -35,7 +36,13 @@ def project(tmp_path: Path, site: Site) -> tuple[Path, dict[str, str]]:
     )
     env = {**os.environ, "PYTHONPATH": f"{site.path}{os.pathsep}{REPO}", "NO_COLOR": "1"}
     env.pop("CUDA_LAUNCH_BLOCKING", None)
+    env.pop("COLUMNS", None)  # each test says how wide, if at all
     return folder, env
+
+
+def at_80_columns(project: tuple[Path, dict[str, str]]) -> tuple[Path, dict[str, str]]:
+    folder, env = project
+    return folder, {**env, "COLUMNS": "80"}
 
 
 def doctor_run(project: tuple[Path, dict[str, str]], *args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -216,8 +223,10 @@ def test_output_to_a_file_is_written_by_the_command_itself_and_read_back(project
     text = log.read_text()
     assert done.returncode == 1
     assert text.startswith("earlier job output\nLoading checkpoint shards")
-    own, diagnosis = text.split("attn-doctor: the command exited with code 1; diagnosis of its last ", 1)
-    assert own.rstrip("─ \n").endswith("Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+    own, diagnosis = text.split(
+        "── attn-doctor: the command exited with code 1; diagnosis of its output ─", 1
+    )
+    assert own.rstrip("\n").endswith("Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
     assert "\n1. ✗ gemma2-fa2-generate-4d-mask [error; affected on this stack]" in diagnosis
 
 
@@ -233,3 +242,65 @@ def test_without_the_separator_our_options_come_first_and_the_rest_is_the_comman
         "--",
         "--report",
     ]
+
+
+@pytest.mark.parametrize(("command", "code"), [(["sh", "-c", "exit 3"], 3), (["false"], 1)])
+def test_a_failure_that_printed_nothing_is_one_short_line(project, command, code):
+    """No banner, no "last 0 bytes", no "No known cause": there was nothing to read."""
+    done = doctor_run(at_80_columns(project), "--", *command)
+    assert (done.returncode, done.stdout) == (code, "")
+    assert done.stderr.splitlines() == [
+        f"attn-doctor: the command exited with code {code} and printed nothing to diagnose."
+    ]
+    assert lines_wider_than(done.stderr, 80) == []
+    github = doctor_run(project, "--format", "github", "--", *command)
+    assert github.stdout.splitlines() == [
+        f"::notice title=attn-doctor::The command exited with code {code} and printed nothing to diagnose."
+    ]
+
+
+@pytest.mark.parametrize(("count", "amount"), [(1, "1 line (22 bytes)"), (3, "3 lines (66 bytes)")])
+def test_output_with_no_known_cause_says_so_and_how_much_was_read(project, count, amount):
+    done = doctor_run(at_80_columns(project), "--", sys.executable, BEHAVES, "lines-then-fail", str(count))
+    assert done.returncode == 2
+    assert done.stdout == "".join(f"step {step} done; loss 0.1\n" for step in range(1, count + 1))
+    assert done.stderr.splitlines() == [
+        "",
+        "attn-doctor: the command exited with code 2; no known cause in its output.",
+        f"Read all it printed: {amount}.",
+        "(`attn-doctor check` still checks the stack itself.)",
+    ]
+    assert lines_wider_than(done.stderr, 80) == []
+
+
+def test_a_known_cause_fits_80_columns(project):
+    """The diagnosis after seed A's output (lines of 188 columns, the command's own and left whole)
+    fits COLUMNS=80: a banner exactly that wide, words wrapped, the rerun command with ``\\`` ends."""
+    wrapped = doctor_run(at_80_columns(project), "--", sys.executable, SEED_A)
+    alone = direct(project, sys.executable, SEED_A)
+    assert wrapped.returncode == alone.returncode == 1
+    assert wrapped.stderr.startswith(alone.stderr) and lines_wider_than(alone.stderr, 80)
+    diagnosis = wrapped.stderr[len(alone.stderr) :]
+    assert lines_wider_than(diagnosis, 80) == []
+    lines = diagnosis.splitlines()
+    assert lines[0] == ""
+    assert lines[1].startswith("── attn-doctor: the command exited with code 1; diagnosis of its output ──")
+    assert len(lines[1]) == 80
+    assert "\n1. ✗ gemma2-fa2-generate-4d-mask [error; affected on this stack]\n" in diagnosis
+    start = next(i for i, line in enumerate(lines) if line.startswith("    CUDA_LAUNCH_BLOCKING=1 "))
+    end = next(i for i in range(start, len(lines)) if not lines[i].endswith(" \\"))
+    rerun = " ".join(line.rstrip(" \\") for line in lines[start : end + 1])
+    assert shlex.split(rerun) == ["CUDA_LAUNCH_BLOCKING=1", sys.executable, str(SEED_A)]
+
+
+def test_on_a_terminal_80_wide_the_diagnosis_fits_it(project):
+    """No COLUMNS: the width is the terminal's (stty sets it, as a resized window would)."""
+    folder, env = project
+    doctor = [sys.executable, "-m", "attn_doctor", "run", "--", sys.executable, str(SEED_A)]
+    command = ["sh", "-c", 'stty cols 80 rows 24 && exec "$@"', "sh", *doctor]
+    code, seen = under_a_terminal(command, env, folder)
+    assert code == 1, seen
+    diagnosis = seen[seen.index("── attn-doctor: the command exited with code 1") :].splitlines()
+    assert len(diagnosis[0]) == 80
+    assert lines_wider_than("\n".join(diagnosis), 80) == []
+    assert "1. ✗ gemma2-fa2-generate-4d-mask [error; affected on this stack]" in diagnosis

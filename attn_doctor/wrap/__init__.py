@@ -49,13 +49,17 @@ def exit_status(returncode: int) -> int:
 
 
 def _report(command: list[str], finished: Finished, blocking: bool, options: argparse.Namespace) -> Diagnosis:
+    from attn_doctor.report.width import terminal_width
     from attn_doctor.wrap import diagnose
 
     diagnosis = diagnose.diagnose(command, finished.returncode, finished.tail, blocking)
-    render = (
-        diagnose.to_github if options.format == "github" else lambda d: diagnose.to_text(d, finished.tail)
-    )
     out = sys.stdout if options.format == "github" else sys.stderr
+    width = terminal_width(out)
+    render = (
+        diagnose.to_github
+        if options.format == "github"
+        else lambda d: diagnose.to_text(d, finished.tail, width)
+    )
     out.write(render(diagnosis))
     out.flush()
     if options.report is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from attn_doctor.explain import Explanation
 from attn_doctor.isolation import signal_name
+from attn_doctor.report.width import fit, fit_text
 from attn_doctor.wrap.tail import OutputTail
 
 # errors CUDA reports at the next synchronising call, wherever that is, unless launches are blocking
@@ -20,7 +21,7 @@ _ASYNCHRONOUS = re.compile(
     rb"device-side assert triggered|an illegal memory access was encountered|misaligned address"
     rb"|unspecified launch failure|CUDA kernel errors might be asynchronously reported"
 )
-SEPARATOR = "─" * 24
+BANNER_WIDTH = 80  # where nobody says how wide the terminal is (a pipe, a file, no COLUMNS)
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Diagnosis:
     explanation: Explanation | None
     asynchronous: bool  # a CUDA error the log cannot place
     problems: list[str]
+    printed: int = 0  # bytes of output; 0: nothing to diagnose
 
     @property
     def how_it_ended(self) -> str:
@@ -65,34 +67,71 @@ def diagnose(command: list[str], returncode: int, tail: OutputTail, blocking: bo
             inputs = EnvironmentInputs(log_written_here=True)
             explanation = explain(str(log), inputs, project_config(None, None), [])
             explanation.source = "the command's output"
+            if tail.total > len(text):
+                cut = f"the last {_size(len(text))} of the command's {_size(tail.total)} of output"
+                explanation.source = cut
             problems = [p for p in explanation.problems if not p.startswith(str(log))]
         except InputError as error:
             problems = [str(error)]
     asynchronous = not blocking and _ASYNCHRONOUS.search(text) is not None
-    return Diagnosis(command, returncode, explanation, asynchronous, problems)
+    return Diagnosis(command, returncode, explanation, asynchronous, problems, tail.total)
 
 
-def to_text(diagnosis: Diagnosis, tail: OutputTail) -> str:
-    from attn_doctor.report.explain_report import to_text as explanation_text
+def to_text(diagnosis: Diagnosis, tail: OutputTail, width: int | None = None) -> str:
+    """The diagnosis, each line fitted to ``width`` columns (None: a pipe, lines kept whole)."""
+    ended = f"attn-doctor: the command {diagnosis.how_it_ended}"
+    text = tail.text()
+    if not text:
+        if tail.total:  # an output file we could not read back
+            return _fitted([f"{ended}; its {_size(tail.total)} of output could not be read back."], width)
+        return _fitted([f"{ended} and printed nothing to diagnose."], width)
+    if not text.strip():
+        return _fitted([f"{ended} and printed nothing but whitespace."], width)
+    explanation = diagnosis.explanation
+    if explanation is not None and not explanation.causes:
+        lines = ["", f"{ended}; no known cause in its output.", f"{_amount(explanation, tail)}."]
+        lines.append("(`attn-doctor check` still checks the stack itself.)")
+    else:
+        lines = ["", *banner(f"{ended}; diagnosis of its output", width)]
+        if explanation is not None:
+            from attn_doctor.report.explain_report import to_text as explanation_text
 
-    kept = min(tail.total, len(tail.text()))
-    lines = [
-        "",
-        f"{SEPARATOR} attn-doctor: the command {diagnosis.how_it_ended}; "
-        f"diagnosis of its last {_size(kept)} of output {SEPARATOR}",
-    ]
-    if diagnosis.explanation is not None:
-        lines.append(explanation_text(diagnosis.explanation).rstrip("\n"))
+            lines.append(explanation_text(explanation).rstrip("\n"))
     if diagnosis.asynchronous:
         lines += [
             "",
-            "CUDA reported this error asynchronously: the frame in the traceback is where it was noticed,",
-            "not necessarily the kernel that failed. Run it again with synchronous launches:",
-            f"    {diagnosis.rerun_blocking()}",
-            "    (or add --rerun-blocking to `attn-doctor run` to do that once, automatically)",
+            *fit("CUDA reported this error asynchronously: the traceback shows where it surfaced,", width, 0),
+            *fit("not necessarily the kernel that failed. Run it again with synchronous launches:", width, 0),
+            *fit(f"    {diagnosis.rerun_blocking()}", width, hang=8, shell=True),
+            *fit("(or add --rerun-blocking to `attn-doctor run` to do that once, automatically)", width, 0),
         ]
     lines += [f"attn-doctor: {problem}" for problem in diagnosis.problems]
-    return "\n".join(lines) + "\n"
+    return _fitted(lines, width)
+
+
+def banner(title: str, width: int | None) -> list[str]:
+    """A rule as wide as the terminal (BANNER_WIDTH where that is unknown) with ``title`` in it."""
+    columns = width or BANNER_WIDTH
+    if len(title) + 8 <= columns:
+        return [f"── {title} {'─' * (columns - len(title) - 4)}"]
+    return ["─" * columns, *fit(title, columns, hang=0)]
+
+
+def _fitted(lines: list[str], width: int | None) -> str:
+    """Lines already fitted stay as they are (fit leaves a line that fits alone)."""
+    return "".join(part + "\n" for line in lines for part in fit_text(line, width).split("\n"))
+
+
+def _amount(explanation: Explanation, tail: OutputTail) -> str:
+    """How much of the output was read: its lines and bytes, and of how much when it was cut."""
+    read = f"{_count(explanation.lines, 'line')} ({_size(explanation.bytes_read)})"
+    if tail.total > explanation.bytes_read:
+        return f"Read the last {read} of the {_size(tail.total)} it printed"
+    return f"Read all it printed: {read}"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
 
 
 def to_json(diagnosis: Diagnosis) -> str:
@@ -127,6 +166,8 @@ def to_github(diagnosis: Diagnosis) -> str:
         lines.append(f"::{command} title={gh_property('attn-doctor ' + rule.id)}::{gh_data(message)}")
     if not lines:
         nothing = f"The command {diagnosis.how_it_ended}; no known cause in its output."
+        if not diagnosis.printed:
+            nothing = f"The command {diagnosis.how_it_ended} and printed nothing to diagnose."
         lines.append(f"::notice title=attn-doctor::{gh_data(nothing)}")
     if diagnosis.asynchronous:
         hint = f"CUDA reported the error asynchronously; rerun with: {diagnosis.rerun_blocking()}"
@@ -135,4 +176,8 @@ def to_github(diagnosis: Diagnosis) -> str:
 
 
 def _size(count: int) -> str:
-    return f"{count / 1024:.0f} KiB" if count >= 1024 else f"{count} bytes"
+    if count >= 1024 * 1024:
+        return f"{count / (1024 * 1024):.0f} MiB"
+    if count >= 1024:
+        return f"{count / 1024:.0f} KiB"
+    return _count(count, "byte")

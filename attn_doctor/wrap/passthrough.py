@@ -159,8 +159,10 @@ def _read_back(fd: int, start: int, tail: OutputTail) -> None:
     """The end of what the command wrote to our output file (readable again through /proc)."""
     try:
         reader = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY)
-    except OSError:
-        return  # not readable to us: no tail, the command's own output is untouched anyway
+    except OSError:  # not readable to us: no tail (the command's own output is untouched anyway)
+        with contextlib.suppress(OSError):
+            tail.total += max(0, os.fstat(fd).st_size - start)  # it did print: not "nothing"
+        return
     try:
         end = os.fstat(reader).st_size
         begin = max(start, end - FILE_TAIL_BYTES)

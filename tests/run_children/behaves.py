@@ -9,6 +9,10 @@ import time
 how = sys.argv[1]
 if how == "succeed":
     print("step 1/1 done; loss 0.1")
+elif how == "lines-then-fail":  # N ordinary lines, then exit 2: output, but nothing known in it
+    for step in range(1, int(sys.argv[2]) + 1):
+        print(f"step {step} done; loss 0.1")
+    sys.exit(2)
 elif how == "segfault":
     print("about to fault", flush=True)
     os.kill(os.getpid(), signal.SIGSEGV)

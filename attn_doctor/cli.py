@@ -301,9 +301,10 @@ def _print_report(result: Any, output_format: str, verbose: bool) -> None:
 
         sys.stdout.write(formatter(output_format)(result))
         return
-    from attn_doctor.report.text import plain, render_lines
+    from attn_doctor.report.text import fitted, render_lines
+    from attn_doctor.report.width import terminal_width
 
-    lines = render_lines(result, verbose)
+    lines = fitted(render_lines(result, verbose), terminal_width())
     if _colour():
         from rich.console import Console
         from rich.text import Text
@@ -312,7 +313,7 @@ def _print_report(result: Any, output_format: str, verbose: bool) -> None:
         for text, style in lines:
             console.print(Text(text, style=style))
     else:
-        sys.stdout.write(plain(lines))
+        sys.stdout.write("".join(text + "\n" for text, _ in lines))
 
 
 def _live_progress(output_format: str) -> bool:
@@ -340,8 +341,9 @@ def probe(
         sys.stdout.write(env.to_json() + "\n")
     else:
         from attn_doctor.report.text import fact_lines, plain
+        from attn_doctor.report.width import terminal_width
 
-        sys.stdout.write(plain(fact_lines(env)))
+        sys.stdout.write(plain(fact_lines(env), terminal_width()))
     for problem in problems:
         _error(problem)
     raise typer.Exit(EXIT_INPUT_ERROR if problems else 0)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from attn_doctor.engine.matcher import RELEASE, Reason
+from attn_doctor.engine.matcher import MISSING_API_ERROR, MISSING_RELEASE_DATA, RELEASE, Reason
 from attn_doctor.facts.missing_names import MEMBER, PARAMETER, REQUIRED, MissingName
 from attn_doctor.facts.model import Environment
 from attn_doctor.releases.api_changes import TOP_MODULES, Timeline
@@ -30,7 +30,7 @@ def api_changed(
     package_name: str, observed: tuple[MissingName, ...], env: Environment, facts: ReleaseFacts
 ) -> Reason:
     if not observed:
-        return Reason(RELEASE, None, "no API error read from a log")
+        return Reason(RELEASE, None, "no API error read from a log", missing=MISSING_API_ERROR)
     package = env.packages.get(package_name)
     version = package.version if package else None
     verdicts = []
@@ -41,7 +41,12 @@ def api_changed(
             verdicts.append(_verdict(seen, mine, package_name, version))
         elif _names_package(seen, package_name):
             verdicts.append(
-                Reason(RELEASE, None, f"{seen.describe()}: no change of it in {package_name}'s API tables")
+                Reason(
+                    RELEASE,
+                    None,
+                    f"{seen.describe()}: no change of it in {package_name}'s API tables",
+                    missing=MISSING_RELEASE_DATA,
+                )
             )
         elif timelines:
             verdicts.append(
@@ -64,12 +69,24 @@ def _verdict(seen: MissingName, timelines: list[Timeline], package_name: str, ve
         timeline = timelines[0]
         cause = timeline.cause(None, shown) or timeline.cause(None, not shown)
         change = _change(timeline, cause) if cause else f"{seen.describe()}: no release change found"
-        return Reason(RELEASE, None, f"{change} ({where}); the {package_name} release is not known")
+        return Reason(
+            RELEASE,
+            None,
+            f"{change} ({where}); the {package_name} release is not known",
+            missing=MISSING_RELEASE_DATA,
+        )
     judged = []
     for timeline in timelines:
         state = timeline.present_at(version)
         if state is None:
-            judged.append(Reason(RELEASE, None, f"{package_name} {version} is older than its API tables"))
+            judged.append(
+                Reason(
+                    RELEASE,
+                    None,
+                    f"{package_name} {version} is older than its API tables",
+                    missing=MISSING_RELEASE_DATA,
+                )
+            )
         elif state != shown:
             how = (
                 " only on some paths (an optional import, a feature check)"
@@ -94,7 +111,14 @@ def _verdict(seen: MissingName, timelines: list[Timeline], package_name: str, ve
                 suggested_pins=pins,
             )
         else:
-            judged.append(Reason(RELEASE, None, f"{timeline.subject}: no release change found"))
+            judged.append(
+                Reason(
+                    RELEASE,
+                    None,
+                    f"{timeline.subject}: no release change found",
+                    missing=MISSING_RELEASE_DATA,
+                )
+            )
     return min(judged, key=lambda reason: reason.holds is False)  # unknown before not-affected
 
 

@@ -37,6 +37,21 @@ class Reason:
     evidence: tuple[str, ...] = ()  # file:line where the project shows the features in use
     suggestion: str | None = None  # a fix computed for these versions from the release facts
     suggested_pins: tuple[str, ...] = ()  # its versions, NAME==VERSION, each a real release
+    missing: str = ""  # when holds is None: the fact whose absence leaves it open (a MISSING key)
+
+
+# What an unknown reason lacks, as ``Reason.missing``: reports group unknown rules by it and say how
+# to supply it once ("7 rules need the GPU: pass --gpu").
+MISSING_GPU = "gpu"
+MISSING_DRIVER = "driver"
+MISSING_NVCC = "nvcc"
+MISSING_TORCH_BUILD = "torch_build"
+MISSING_PYTHON = "python"
+MISSING_PLATFORM = "platform"
+MISSING_VERSION = "version"  # a package named without a version, or one that is not a version
+MISSING_RELEASE_DATA = "release_data"  # a release the snapshot does not hold
+MISSING_FROM_LOG = "log"  # a package a log does not name
+MISSING_API_ERROR = "api_error"  # explain's API tables need the error a log shows
 
 
 @dataclass(frozen=True)
@@ -141,7 +156,7 @@ def _in_spec(condition: str, label: str, version: str, spec: SpecifierSet) -> Re
             if not _is_version(version)
             else f"is a pre-release at a boundary of {spec}: which side it is on is unknown"
         )
-        return Reason(condition, None, f"{label} {version!r} {why}")
+        return Reason(condition, None, f"{label} {version!r} {why}", missing=MISSING_VERSION)
     relation = "is in" if holds else "is not in"
     return Reason(condition, holds, f"{label} {version} {relation} {str(spec) or 'any version'}")
 
@@ -160,7 +175,11 @@ def _package(name: str, spec: SpecifierSet, env: Environment) -> Reason:
         return _not_installed(name, name, env)
     if package.version is None:
         return Reason(
-            name, None, f"{name} version unknown (declared without a pin at {package.origin})", package.origin
+            name,
+            None,
+            f"{name} version unknown ({package.origin}: no version)",
+            package.origin,
+            missing=MISSING_VERSION,
         )
     return replace(_in_spec(name, name, package.version, spec), origin=package.origin)
 
@@ -169,7 +188,11 @@ def _not_installed(name: str, condition: str, env: Environment) -> Reason:
     if env.absent(name):
         return Reason(condition, False, f"{name} is not installed")
     return Reason(
-        condition, None, f"{name}: not named in the log (installed or not)", env.origins["packages"]
+        condition,
+        None,
+        f"{name}: not named in the log (installed or not)",
+        env.origins["packages"],
+        missing=MISSING_FROM_LOG,
     )
 
 
@@ -177,12 +200,12 @@ def _gfx(targets: tuple[str, ...], env: Environment) -> Reason:
     """Holds when a target GPU is an AMD GPU of one of ``targets``; NVIDIA GPUs do not hold."""
     if not env.gpus:
         missing = "no GPU found and no --gpu target" if env.gpu_source == "none" else "GPUs not known"
-        return Reason("gfx", False if env.gpu_source == "none" else None, missing)
+        return Reason("gfx", False if env.gpu_source == "none" else None, missing, missing=MISSING_GPU)
     hit = [gpu for gpu in env.gpus if gpu.gfx in targets]
     if hit:
         return Reason("gfx", True, f"{hit[0].name} is {hit[0].gfx}, one of {', '.join(targets)}")
     if any(gpu.gfx is None and gpu.compute_capability is None for gpu in env.gpus):
-        return Reason("gfx", None, "a GPU of unknown architecture")
+        return Reason("gfx", None, "a GPU of unknown architecture", missing=MISSING_GPU)
     written = ", ".join(f"{gpu.name} ({gpu.gfx or 'NVIDIA'})" for gpu in env.gpus)
     return Reason("gfx", False, f"{written}: not one of {', '.join(targets)}")
 
@@ -190,7 +213,7 @@ def _gfx(targets: tuple[str, ...], env: Environment) -> Reason:
 def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:
     if not env.gpus:
         missing = "no GPU found and no --gpu target" if env.gpu_source == "none" else "GPUs not known"
-        return Reason("compute_capability", None, missing)
+        return Reason("compute_capability", None, missing, missing=MISSING_GPU)
     known = [(gpu, gpu.compute_capability) for gpu in env.gpus if gpu.compute_capability]
     hits = [(gpu, capability) for gpu, capability in known if _contains(capability, spec)]
     if hits:
@@ -201,14 +224,16 @@ def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:
             f"{gpu.name} (sm_{capability.replace('.', '')}) is in compute capability {spec}",
         )
     if any(gpu.compute_capability is None and gpu.gfx is None for gpu in env.gpus):
-        return Reason("compute_capability", None, "compute capability of a GPU is unknown")
+        return Reason(
+            "compute_capability", None, "compute capability of a GPU is unknown", missing=MISSING_GPU
+        )
     names = ", ".join(sorted({f"{gpu.name} ({gpu.compute_capability or gpu.gfx})" for gpu in env.gpus}))
     return Reason("compute_capability", False, f"no GPU in compute capability {spec}: {names}")
 
 
 def _cuda(spec: SpecifierSet, env: Environment) -> Reason:
     if "torch" not in env.packages or env.torch_build is None:
-        return Reason("cuda", None, "torch's CUDA build is unknown")
+        return Reason("cuda", None, "torch's CUDA build is unknown", missing=MISSING_TORCH_BUILD)
     if env.torch_build.cuda is None:
         build = f"ROCm {env.torch_build.hip}" if env.torch_build.hip else "CPU"
         return Reason("cuda", False, f"torch is a {build} build, not a CUDA build")
@@ -216,10 +241,10 @@ def _cuda(spec: SpecifierSet, env: Environment) -> Reason:
 
 
 def _rocm(spec: SpecifierSet, env: Environment) -> Reason:
-    if "torch" not in env.packages:
+    if "torch" not in env.packages and env.absent("torch"):
         return Reason("rocm", False, "torch is not installed")
     if env.torch_build is None:
-        return Reason("rocm", None, "torch's build (CUDA or ROCm) is unknown")
+        return Reason("rocm", None, "torch's build (CUDA or ROCm) is unknown", missing=MISSING_TORCH_BUILD)
     if env.torch_build.hip is None:
         build = f"CUDA {env.torch_build.cuda}" if env.torch_build.cuda else "CPU"
         return Reason("rocm", False, f"torch is a {build} build, not a ROCm build")
@@ -230,7 +255,7 @@ def _nvcc(spec: SpecifierSet, env: Environment) -> Reason:
     if env.nvcc is None:
         if "nvcc" in env.origins:
             return Reason("nvcc", False, f"no CUDA toolkit (nvcc) on {env.origins['nvcc']}")
-        return Reason("nvcc", None, "CUDA toolkit (nvcc) version unknown")
+        return Reason("nvcc", None, "CUDA toolkit (nvcc) version unknown", missing=MISSING_NVCC)
     return _in_spec("nvcc", "nvcc", env.nvcc, spec)
 
 
@@ -239,19 +264,19 @@ def _driver(spec: SpecifierSet, env: Environment) -> Reason:
     if not drivers:
         if env.gpu_source == "none" or (env.gpus and all(gpu.gfx for gpu in env.gpus)):
             return Reason("driver", False, "no NVIDIA GPU, so no NVIDIA driver in use")
-        return Reason("driver", None, "NVIDIA driver version unknown")
+        return Reason("driver", None, "NVIDIA driver version unknown", missing=MISSING_DRIVER)
     return _in_spec("driver", "NVIDIA driver", drivers[0], spec)
 
 
 def _python(spec: SpecifierSet, env: Environment) -> Reason:
     if env.python is None:
-        return Reason("python", None, "Python version unknown")
+        return Reason("python", None, "Python version unknown", missing=MISSING_PYTHON)
     return _in_spec("python", "Python", env.python, spec)
 
 
 def _platform(platforms: tuple[str, ...], env: Environment) -> Reason:
     if env.platform is None:
-        return Reason("platform", None, "platform unknown")
+        return Reason("platform", None, "platform unknown", missing=MISSING_PLATFORM)
     holds = env.platform in platforms
     return Reason(
         "platform",

@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from attn_doctor.engine.api_change import api_changed
-from attn_doctor.engine.matcher import RELEASE, Reason
+from attn_doctor.engine.matcher import (
+    MISSING_DRIVER,
+    MISSING_FROM_LOG,
+    MISSING_GPU,
+    MISSING_RELEASE_DATA,
+    MISSING_TORCH_BUILD,
+    MISSING_VERSION,
+    RELEASE,
+    Reason,
+)
 from attn_doctor.engine.schema import Affects
 from attn_doctor.facts.missing_names import MissingName
 from attn_doctor.facts.model import Environment, Package, marker_environment
@@ -57,18 +66,25 @@ def torch_variant_lacks_gpu(env: Environment, facts: ReleaseFacts) -> Reason:
     kernel image is available". The fix names the variants of that release that have it."""
     torch = env.packages.get("torch")
     if torch is None or torch.version is None:
-        return Reason(RELEASE, False if torch is None else None, "torch version unknown")
+        return Reason(
+            RELEASE, False if torch is None else None, "torch version unknown", missing=MISSING_VERSION
+        )
     if env.torch_build is None or env.torch_build.cuda is None:
         known = env.torch_build is not None
-        return Reason(RELEASE, False if known else None, "torch's build is not a known CUDA build")
+        return Reason(
+            RELEASE,
+            False if known else None,
+            "torch's build is not a known CUDA build",
+            missing=MISSING_TORCH_BUILD,
+        )
     if not env.gpus:
         if env.gpu_source == "none":
             return Reason(RELEASE, False, "no NVIDIA GPU here: nothing to run on")
-        return Reason(RELEASE, None, "GPUs not known (no --gpu target)")
+        return Reason(RELEASE, None, "GPUs not known (no --gpu target)", missing=MISSING_GPU)
     variant = facts.torch_variant(torch.version, env.torch_build.cuda)
     if variant is None:
         why = f"torch {torch.version} with CUDA {env.torch_build.cuda}: architectures not in the database"
-        return Reason(RELEASE, None, why, torch.origin)
+        return Reason(RELEASE, None, why, torch.origin, missing=MISSING_RELEASE_DATA)
     for gpu in env.gpus:
         capability = gpu.compute_capability
         if capability and not _covers(variant.archs, capability):
@@ -82,7 +98,7 @@ def torch_variant_lacks_gpu(env: Environment, facts: ReleaseFacts) -> Reason:
             )
             return Reason(RELEASE, True, text, torch.origin, suggestion=suggestion)
     if any(gpu.compute_capability is None for gpu in env.gpus):
-        return Reason(RELEASE, None, "compute capability of a GPU is unknown")
+        return Reason(RELEASE, None, "compute capability of a GPU is unknown", missing=MISSING_GPU)
     return Reason(RELEASE, False, f"torch {variant.torch}+{variant.name} has code for every GPU here")
 
 
@@ -92,11 +108,16 @@ def bundled_ptxas_lacks_gpu(package_name: str, env: Environment, facts: ReleaseF
     fails with "Value 'sm_120' is not defined for option 'gpu-name'"."""
     package = env.packages.get(package_name)
     if package is None or package.version is None:
-        return Reason(RELEASE, False if package is None else None, f"{package_name} version unknown")
+        return Reason(
+            RELEASE,
+            False if package is None else None,
+            f"{package_name} version unknown",
+            missing=MISSING_VERSION,
+        )
     if not env.gpus:
         if env.gpu_source == "none":
             return Reason(RELEASE, False, "no NVIDIA GPU here: nothing to compile for")
-        return Reason(RELEASE, None, "GPUs not known (no --gpu target)")
+        return Reason(RELEASE, None, "GPUs not known (no --gpu target)", missing=MISSING_GPU)
     late = facts.archs_some_ptxas_lacks()
     for gpu in env.gpus:
         sm = f"sm_{(gpu.compute_capability or '').replace('.', '')}"
@@ -127,16 +148,22 @@ def driver_below_cuda_minimum(env: Environment, facts: ReleaseFacts) -> Reason:
     """Holds when the NVIDIA driver is older than NVIDIA's minimum for torch's CUDA major release."""
     if env.torch_build is None or env.torch_build.cuda is None:
         known = env.torch_build is not None
-        return Reason(RELEASE, False if known else None, "torch's build is not a known CUDA build")
+        return Reason(
+            RELEASE,
+            False if known else None,
+            "torch's build is not a known CUDA build",
+            missing=MISSING_TORCH_BUILD,
+        )
     drivers = sorted({gpu.driver for gpu in env.gpus if gpu.driver}, key=_driver_key)
     if not drivers:
         if env.gpu_source == "none":
             return Reason(RELEASE, False, "no NVIDIA GPU, so no NVIDIA driver in use")
-        return Reason(RELEASE, None, "NVIDIA driver version unknown")
+        return Reason(RELEASE, None, "NVIDIA driver version unknown", missing=MISSING_DRIVER)
     major = env.torch_build.cuda.split(".")[0]
     minimum = facts.minimum_driver(major, env.platform or "linux")
     if minimum is None:
-        return Reason(RELEASE, None, f"no minimum driver known for CUDA {major}.x on {env.platform}")
+        why = f"no minimum driver known for CUDA {major}.x on {env.platform}"
+        return Reason(RELEASE, None, why, missing=MISSING_RELEASE_DATA)
     oldest = drivers[0]
     holds = _driver_key(oldest) < _driver_key(minimum)
     relation = "is older than" if holds else "meets"
@@ -157,7 +184,9 @@ def _not_known(facts: ReleaseFacts, package: Package) -> Reason:
         why = f"is newer than the release database (snapshot of {facts.generated})"
     else:
         why = f"is not in the release database (snapshot of {facts.generated})"
-    return Reason(RELEASE, None, f"{package.name} {package.version} {why}", package.origin)
+    return Reason(
+        RELEASE, None, f"{package.name} {package.version} {why}", package.origin, missing=MISSING_RELEASE_DATA
+    )
 
 
 def requirement_unmet(
@@ -170,7 +199,9 @@ def requirement_unmet(
     if package is None:
         return Reason(condition, False, f"{package_name} is not installed")
     if package.version is None:
-        return Reason(condition, None, f"{package_name} version unknown", package.origin)
+        return Reason(
+            condition, None, f"{package_name} version unknown", package.origin, missing=MISSING_VERSION
+        )
     markers = marker_environment(env)
     required = facts.requirements(package.distribution, package.version, markers)
     if required is None:
@@ -181,7 +212,13 @@ def requirement_unmet(
         if rule_name(requirement.name) not in on or dependency is None:
             continue
         if dependency.version is None:
-            return Reason(condition, None, f"{dependency.name} version unknown", dependency.origin)
+            return Reason(
+                condition,
+                None,
+                f"{dependency.name} version unknown",
+                dependency.origin,
+                missing=MISSING_VERSION,
+            )
         if not requirement.specifier.contains(dependency.version, prereleases=True):
             text = (
                 f"{package.name} {package.version} requires {requirement.name}{requirement.specifier} "
@@ -242,16 +279,22 @@ def prebuilt_wheel_missing(package_name: str, env: Environment, facts: ReleaseFa
     if package is None:
         return Reason(condition, False, f"{package_name} is not installed")
     if torch is None:
+        if not env.absent("torch"):
+            return Reason(
+                condition, None, "torch: not named in the log (installed or not)", missing=MISSING_FROM_LOG
+            )
         return Reason(condition, False, "torch is not installed")
     if package.version is None or torch.version is None:
-        return Reason(condition, None, "versions unknown (declared without a pin)", package.origin)
+        return Reason(
+            condition, None, "versions unknown (no version given)", package.origin, missing=MISSING_VERSION
+        )
     wheels = facts.flash_attn_wheels(package.version)
     if wheels is None:
         return _not_known(facts, package)
     if env.torch_build is None or env.torch_build.cuda is None:
         holds = None if env.torch_build is None else False
         why = "torch's CUDA build is unknown" if holds is None else "torch is not a CUDA build"
-        return Reason(condition, holds, why, package.origin)
+        return Reason(condition, holds, why, package.origin, missing=MISSING_TORCH_BUILD)
     target = _TargetWheel(_minor(torch.version), env.torch_build.cuda.split(".")[0], _minor(env.python))
     if any(target.fits(wheel) for wheel in wheels):
         return Reason(
@@ -288,7 +331,7 @@ def prebuilt_wheel_lacks_gpu(package_name: str, env: Environment, facts: Release
     if gate.holds is not False or "has a wheel for" not in gate.text:
         return replace(gate, holds=False if gate.holds else gate.holds, suggestion=None, suggested_pins=())
     if not env.gpus:
-        return Reason(RELEASE, None, "GPUs not known (no GPU found and no --gpu target)")
+        return Reason(RELEASE, None, "GPUs not known (no --gpu target)", missing=MISSING_GPU)
     package, torch = env.packages[package_name], env.packages["torch"]
     assert package.version is not None and torch.version is not None and env.torch_build is not None
     target = _TargetWheel(

@@ -172,12 +172,12 @@ def parse_rule(
     assert affects is not None
     return Rule(
         id=rule_id,
-        title=title,
+        title=_prose(title),
         severity=severity,
         component=component,
-        summary=summary.strip(),
+        summary=_prose(summary),
         affects=affects,
-        fix_summary=fix_summary.strip(),
+        fix_summary=_prose(fix_summary),
         fix_pins=fix_pins,
         references=references,
         symptoms=symptoms,
@@ -185,6 +185,13 @@ def parse_rule(
         path=path,
         kind=kind,
     )
+
+
+def _prose(text: str) -> str:
+    """Rule files wrap their prose at any column; every report (text, SARIF, GitHub, JSON) wants
+    the sentences whole: line breaks inside a paragraph become spaces, blank lines stay."""
+    paragraphs = [" ".join(part.split()) for part in text.strip().split("\n\n")]
+    return "\n\n".join(paragraph for paragraph in paragraphs if paragraph)
 
 
 def _text(data: dict[str, Any], key: str, problems: _Problems, prefix: str = "") -> str:

@@ -84,7 +84,8 @@ def _sarif_result(finding: Finding, rule_index: int) -> dict[str, Any]:
         entry["locations"] = [
             {"physicalLocation": {"artifactLocation": {"uri": file}, "region": {"startLine": line}}}
         ]
-    evidence = [place for reason in finding.reasons for place in reason.evidence]
+    # one place per line of code, however many of the rule's features it shows
+    evidence = list(dict.fromkeys(place for reason in finding.reasons for place in reason.evidence))
     if evidence:
         entry["relatedLocations"] = [_related(index, place) for index, place in enumerate(evidence)]
     if finding.ignored is not None:

@@ -7,12 +7,15 @@ terminal and as plain text otherwise (pipes, NO_COLOR), so rich is only imported
 from __future__ import annotations
 
 from attn_doctor.check import CheckResult
-from attn_doctor.engine.matcher import Finding, Verdict, pending_features
+from attn_doctor.engine.matcher import RELEASE, Finding, Verdict, pending_features
 from attn_doctor.engine.schema import COMPONENTS
 from attn_doctor.facts.model import Environment, describe_torch_build
 from attn_doctor.probes.observation import ProbeVerdict
+from attn_doctor.report import unknowns
+from attn_doctor.report.width import fit
 
-Line = tuple[str, str]  # (text, rich style)
+Line = tuple[str, str] | tuple[str, str, int]  # (text, rich style[, hanging indent when wrapped])
+AREA_HANG = 49  # where an area line's counts start
 
 OK, WARN, FAIL, UNKNOWN = "✓", "!", "✗", "?"
 _AREA_PACKAGES = {
@@ -38,12 +41,15 @@ def render_lines(result: CheckResult, verbose: bool = False) -> list[Line]:
     shown = [
         f
         for f in result.findings
-        if (verbose or f.verdict is not Verdict.NOT_AFFECTED or _probed(f)) and not _conditional(f)
+        if (verbose or f.verdict is not Verdict.NOT_AFFECTED or _probed(f))
+        and not _conditional(f)
+        and (verbose or not unknowns.is_grouped(f))
     ]
     if shown:
         lines.append(("", ""))
     for finding in shown:
         lines.extend(_finding_lines(finding, verbose))
+    lines.extend(_unknown_lines(result.findings, verbose))
     lines.extend(_conditional_lines(result.findings, verbose))
     if result.notes:
         lines.append(("", ""))
@@ -84,12 +90,34 @@ def _conditional_lines(findings: list[Finding], verbose: bool) -> list[Line]:
     return lines
 
 
+def _unknown_lines(findings: list[Finding], verbose: bool) -> list[Line]:
+    """One line per missing fact, with how to give it; the rules' full text only with ``-v``."""
+    groups = unknowns.groups(findings)
+    if not groups:
+        return []
+    hint = "" if verbose else " (each in full: -v)"
+    lines: list[Line] = [("", ""), (f"Rules left unknown for a missing fact{hint}:", "")]
+    for group in groups:
+        lines.append((f"  {UNKNOWN} {group.headline()}", "yellow"))
+        lines.append((f"      {', '.join(group.rule_ids)}", "dim", 6))
+    return lines
+
+
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-def plain(lines: list[Line]) -> str:
-    return "\n".join(text for text, _ in lines) + "\n"
+def fitted(lines: list[Line], width: int | None) -> list[tuple[str, str]]:
+    """Each line as the lines that show it within ``width`` columns, with its style."""
+    out = []
+    for line in lines:
+        hang = line[2] if len(line) == 3 else None
+        out += [(part, line[1]) for part in fit(line[0], width, hang)]
+    return out
+
+
+def plain(lines: list[Line], width: int | None = None) -> str:
+    return "\n".join(text for text, _ in fitted(lines, width)) + "\n"
 
 
 def _area_line(component: str, env: Environment, findings: list[Finding]) -> Line:
@@ -106,7 +134,9 @@ def _area_line(component: str, env: Environment, findings: list[Finding]) -> Lin
     notes = [f"{affected} affected" if affected else "", f"{unknown} unknown" if unknown else ""]
     notes.append(f"{conditional} if used" if conditional else "")
     counts = _count(len(findings), "rule") + (f": {', '.join(n for n in notes if n)}" if any(notes) else "")
-    return (f"[{mark}] {component:<23} {_area_fact(component, env):<34} {counts}", style)
+    # 22 + 21 columns leave 31 for the counts within 80; a longer line wraps under the counts
+    text = f"[{mark}] {component:<22} {_area_fact(component, env):<21} {counts}"
+    return (text, style, AREA_HANG)
 
 
 def _area_fact(component: str, env: Environment) -> str:
@@ -116,20 +146,28 @@ def _area_fact(component: str, env: Environment) -> str:
         first = env.gpus[0]
         sm = f"sm_{first.compute_capability.replace('.', '')}" if first.compute_capability else "sm_?"
         more = f" x{len(env.gpus)}" if len(env.gpus) > 1 else ""
-        return f"{first.name} ({sm}){more}"
+        return f"{first.name}{more}" if first.name == sm else f"{first.name} ({sm}){more}"
     if component == "cuda":
         build = env.torch_build
         torch_cuda = (
-            "unknown" if build is None else (build.cuda or ("ROCm " + build.hip if build.hip else "CPU"))
+            "?"
+            if build is None
+            else (
+                "cu" + build.cuda.replace(".", "")
+                if build.cuda
+                else ("ROCm " + build.hip if build.hip else "CPU")
+            )
         )
-        nvcc = env.nvcc or ("none" if "nvcc" in env.origins else "unknown")
+        nvcc = env.nvcc or ("none" if "nvcc" in env.origins else "?")
         if "torch" not in env.packages:
-            return f"no torch, nvcc {nvcc}"
-        return f"torch built for {torch_cuda}, nvcc {nvcc}"
-    package = env.packages.get(_AREA_PACKAGES[component])
+            return f"no torch, nvcc {nvcc}" if env.absent("torch") else f"torch ?, nvcc {nvcc}"
+        return f"torch {torch_cuda}, nvcc {nvcc}"
+    name = _AREA_PACKAGES[component]
+    package = env.packages.get(name)
     if package is None:
-        return "not installed"
-    return f"{package.name} {package.version or '(version unknown)'}"
+        return "not installed" if env.absent(name) else "not named"
+    version = package.version or "version unknown"
+    return version if name == component else f"{package.name} {version}"
 
 
 def _finding_lines(finding: Finding, verbose: bool) -> list[Line]:
@@ -152,9 +190,12 @@ def _finding_lines(finding: Finding, verbose: bool) -> list[Line]:
         missing = [r.text for r in finding.reasons if r.holds is None]
         lines.append((f"    unknown: {'; '.join(missing)}", "yellow"))
     if finding.verdict is not Verdict.NOT_AFFECTED:
+        for reason in finding.reasons:
+            if reason.condition == RELEASE and reason.holds:
+                lines.append((f"    found: {reason.text}", ""))
         for suggestion in [r.suggestion for r in finding.reasons if r.holds and r.suggestion]:
             lines.append((f"    for these versions: {suggestion}", "bold"))
-        lines.append((f"    fix: {' '.join(rule.fix_summary.split())}", ""))
+        lines.append((f"    fix: {rule.fix_summary}", ""))
         if rule.fix_pins:
             lines.append((f"    pins: {' '.join(rule.fix_pins)}", ""))
         lines.append((f"    see: {rule.references[0]}", "cyan"))

@@ -15,11 +15,13 @@ soft wrap breaks words (``affect|ed``) and loses the hanging indent. The rules:
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import TextIO
 
 MIN_WIDTH = 40  # narrower than this, wrapping only makes text harder to read
 _URL_PREFIXES = ("http://", "https://")
+_WORD = re.compile(r"(\s*)(\S+)")
 
 
 def terminal_width(stream: TextIO | None = None) -> int | None:
@@ -45,18 +47,19 @@ def fit(text: str, width: int | None, hang: int | None = None, shell: bool = Fal
     if hang is None:
         hang = indent + 4
     hang = min(hang, max(width - MIN_WIDTH // 2, indent))
-    words = text[indent:].split()
+    # each word keeps the spaces before it while it stays on its line: columns stay aligned
+    words = [(match.group(1), match.group(2)) for match in _WORD.finditer(text[indent:])]
     if shell:
-        return _shell_lines(words, " " * indent, " " * hang, width)
+        return _shell_lines([word for _, word in words], " " * indent, " " * hang, width)
     lines: list[str] = []
     current = " " * indent
     fresh = True  # nothing but indentation on ``current`` yet
-    for word in words:
+    for space, word in words:
         url = word.startswith(_URL_PREFIXES)
-        if not fresh and (url or len(current) + 1 + len(word) > width):
+        if not fresh and (url or len(current) + len(space) + len(word) > width):
             lines.append(current)
             current, fresh = " " * hang, True
-        current += word if fresh else " " + word
+        current += word if fresh else space + word
         fresh = False
         if url:
             lines.append(current)

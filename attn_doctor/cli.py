@@ -421,9 +421,10 @@ def repro(
     from attn_doctor.repro.session import plan, run_plan
 
     if list_repros:
-        for item in catalogue.REPROS:
-            cases = ", ".join(c.name for c in item.cases)
-            typer.echo(f"{item.id:<20} {item.title}  [{cases}]")
+        from attn_doctor.report.repro_report import listing
+        from attn_doctor.report.width import terminal_width
+
+        sys.stdout.write(listing(catalogue.REPROS, load_rules(), terminal_width()))
         return
     _require_choice("--format", output_format, ("rich", "json", "markdown"))
     if not run_all and issue is None:

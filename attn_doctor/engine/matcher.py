@@ -119,7 +119,7 @@ def _conditions(rule: Rule, env: Environment, observed: tuple[MissingName, ...])
     if affects.release_packages and not decided:
         subject = affects.release_packages[0]
         if subject not in env.packages:
-            return [*reasons, _not_installed(subject, RELEASE, env)]
+            return [*reasons, not_installed(subject, RELEASE, env)]
         from attn_doctor.engine import release_conditions
 
         reasons += release_conditions.reasons(affects, env, observed)
@@ -172,7 +172,7 @@ def _is_version(text: str) -> bool:
 def _package(name: str, spec: SpecifierSet, env: Environment) -> Reason:
     package = env.packages.get(name)
     if package is None:
-        return _not_installed(name, name, env)
+        return not_installed(name, name, env)
     if package.version is None:
         return Reason(
             name,
@@ -184,7 +184,8 @@ def _package(name: str, spec: SpecifierSet, env: Environment) -> Reason:
     return replace(_in_spec(name, name, package.version, spec), origin=package.origin)
 
 
-def _not_installed(name: str, condition: str, env: Environment) -> Reason:
+def not_installed(name: str, condition: str, env: Environment) -> Reason:
+    """Absent where the target's package list is closed; unknown where a log just does not name it."""
     if env.absent(name):
         return Reason(condition, False, f"{name} is not installed")
     return Reason(

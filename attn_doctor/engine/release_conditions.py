@@ -15,13 +15,13 @@ from packaging.version import Version
 from attn_doctor.engine.api_change import api_changed
 from attn_doctor.engine.matcher import (
     MISSING_DRIVER,
-    MISSING_FROM_LOG,
     MISSING_GPU,
     MISSING_RELEASE_DATA,
     MISSING_TORCH_BUILD,
     MISSING_VERSION,
     RELEASE,
     Reason,
+    not_installed,
 )
 from attn_doctor.engine.schema import Affects
 from attn_doctor.facts.missing_names import MissingName
@@ -94,7 +94,9 @@ def torch_variant_lacks_gpu(env: Environment, facts: ReleaseFacts) -> Reason:
             others = [v.name for v in facts.torch_variants(variant.torch) if _covers(v.archs, capability)]
             # a variant is a wheel index, not a version pip resolves: said, not pinned
             suggestion = (
-                f"torch {variant.torch} from the {' or '.join(others)} wheels (has {sm})" if others else None
+                f"torch {variant.torch} from the {' or '.join(others)} wheels (has {sm})"
+                if others
+                else f"none: no CUDA variant of torch {variant.torch} has {sm}; another torch release"
             )
             return Reason(RELEASE, True, text, torch.origin, suggestion=suggestion)
     if any(gpu.compute_capability is None for gpu in env.gpus):
@@ -129,7 +131,9 @@ def bundled_ptxas_lacks_gpu(package_name: str, env: Environment, facts: ReleaseF
             return _not_known(facts, package)
         if sm not in archs:
             text = f"{package.name} {package.version} bundles ptxas {ptxas}, which has no {sm} ({gpu.name})"
-            return _with_options(Reason(RELEASE, True, text, package.origin), _ptxas_with(package, sm, facts))
+            none = f"none: no {package.name} release in the database bundles a ptxas with {sm}"
+            reason = Reason(RELEASE, True, text, package.origin)
+            return _with_options(reason, _ptxas_with(package, sm, facts), none)
     return Reason(RELEASE, False, f"{package.name} {package.version}'s bundled ptxas knows every GPU here")
 
 
@@ -197,7 +201,7 @@ def requirement_unmet(
     condition = RELEASE
     package = env.packages.get(package_name)
     if package is None:
-        return Reason(condition, False, f"{package_name} is not installed")
+        return not_installed(package_name, condition, env)
     if package.version is None:
         return Reason(
             condition, None, f"{package_name} version unknown", package.origin, missing=MISSING_VERSION
@@ -220,12 +224,16 @@ def requirement_unmet(
                 missing=MISSING_VERSION,
             )
         if not requirement.specifier.contains(dependency.version, prereleases=True):
-            text = (
-                f"{package.name} {package.version} requires {requirement.name}{requirement.specifier} "
-                f"(its metadata); the target has {dependency.name} {dependency.version}"
-            )
+            needs = f"{package.name} {package.version} requires {requirement.name}{requirement.specifier}"
+            if _declared(package) and _declared(dependency):
+                # both pinned in a file: not a broken install that may fail, an install that cannot happen
+                pinned = f"{dependency.origin} pins {dependency.version}"
+                text = f"pip cannot install these together: {needs}; {pinned}"
+            else:
+                text = f"{needs} (its metadata); the target has {dependency.name} {dependency.version}"
             options = _pairing(package, requirement, dependency, env, facts)
-            return _with_options(Reason(condition, True, text, package.origin), options)
+            none = f"none: no release in the database pairs {package.name} with {dependency.name}"
+            return _with_options(Reason(condition, True, text, package.origin), options, none)
         checked.append(f"{requirement.name}{requirement.specifier}")
     met = f"met ({', '.join(checked)})" if checked else f"none on {', '.join(on)}"
     return Reason(condition, False, f"{package.name} {package.version} requirements: {met}", package.origin)
@@ -234,10 +242,16 @@ def requirement_unmet(
 Option = tuple[str, str, str]  # (package, version, why)
 
 
-def _with_options(reason: Reason, options: list[Option]) -> Reason:
-    """The reason with its computed fix: each option a real release, and why it fits."""
+def _declared(package: Package) -> bool:
+    """Pinned in a file or on the command line, not read from an installation (dist-info, env file)."""
+    return not (package.origin.endswith(("dist-info", "egg-info")) or package.origin.startswith("--env-file"))
+
+
+def _with_options(reason: Reason, options: list[Option], none: str | None = None) -> Reason:
+    """The reason with its computed fix: each option a real release, and why it fits; where the
+    search found none, ``none`` says so (a report never points at a fix it does not show)."""
     if not options:
-        return reason
+        return reason if none is None else replace(reason, suggestion=none)
     text = " or ".join(f"{name}=={version} ({why})" for name, version, why in options)
     pins = tuple(f"{name}=={version}" for name, version, _ in options)
     return replace(reason, suggestion=text, suggested_pins=pins)
@@ -277,13 +291,9 @@ def prebuilt_wheel_missing(package_name: str, env: Environment, facts: ReleaseFa
     condition = RELEASE
     package, torch = env.packages.get(package_name), env.packages.get("torch")
     if package is None:
-        return Reason(condition, False, f"{package_name} is not installed")
+        return not_installed(package_name, condition, env)
     if torch is None:
-        if not env.absent("torch"):
-            return Reason(
-                condition, None, "torch: not named in the log (installed or not)", missing=MISSING_FROM_LOG
-            )
-        return Reason(condition, False, "torch is not installed")
+        return not_installed("torch", condition, env)
     if package.version is None or torch.version is None:
         return Reason(
             condition, None, "versions unknown (no version given)", package.origin, missing=MISSING_VERSION
@@ -302,7 +312,8 @@ def prebuilt_wheel_missing(package_name: str, env: Environment, facts: ReleaseFa
         )
     text = f"{package.name} {package.version} has no prebuilt wheel for {target} (its publish.yml)"
     options = _nearest_wheel(package, target, facts)
-    return _with_options(Reason(condition, True, text, package.origin), options)
+    none = f"none: no {package.name} release in the database has a wheel for {target}"
+    return _with_options(Reason(condition, True, text, package.origin), options, none)
 
 
 class _TargetWheel:
@@ -338,9 +349,19 @@ def prebuilt_wheel_lacks_gpu(package_name: str, env: Environment, facts: Release
         _minor(torch.version), (env.torch_build.cuda or "").split(".")[0], _minor(env.python)
     )
     wheel = next(w for w in facts.flash_attn_wheels(package.version) or [] if target.fits(w))
-    missing = [
-        gpu for gpu in env.gpus if gpu.compute_capability and not _covers(wheel.archs, gpu.compute_capability)
+    # below sm_80 no flash-attn 2 build has kernels at all: flash-attn-pre-ampere-gpu says so
+    older = [
+        gpu for gpu in env.gpus if gpu.compute_capability and _capability(gpu.compute_capability) < (8, 0)
     ]
+    supported = [gpu for gpu in env.gpus if gpu not in older]
+    missing = [
+        gpu
+        for gpu in supported
+        if gpu.compute_capability and not _covers(wheel.archs, gpu.compute_capability)
+    ]
+    if not missing and older and not supported:
+        names = ", ".join(sorted({gpu.name for gpu in older}))
+        return Reason(RELEASE, False, f"{names}: older than any flash-attn 2 build supports", package.origin)
     if not missing:
         return Reason(
             RELEASE,
@@ -364,7 +385,13 @@ def prebuilt_wheel_lacks_gpu(package_name: str, env: Environment, facts: Release
         )
     ]
     options: list[Option] = [(package.name, str(min(newer)), f"its wheel has {sm} code")] if newer else []
-    return _with_options(Reason(RELEASE, True, text, package.origin), options)
+    none = f"none: no newer {package.name} release has a wheel with {sm} code for {target}"
+    return _with_options(Reason(RELEASE, True, text, package.origin), options, none)
+
+
+def _capability(text: str) -> tuple[int, int]:
+    major, _, minor = text.partition(".")
+    return (int(major), int(minor or 0)) if major.isdigit() and (minor or "0").isdigit() else (99, 0)
 
 
 def _covers(archs: tuple[str, ...], capability: str) -> bool:

@@ -7,26 +7,64 @@ import json
 from dataclasses import asdict
 
 from attn_doctor import __version__
+from attn_doctor.engine.loader import RuleSet
 from attn_doctor.report.markdown import cell
+from attn_doctor.report.width import fit
+from attn_doctor.repro.catalogue import Repro
 from attn_doctor.repro.runner import CaseResult, Status
 
 REPRO_SCHEMA_ID, REPRO_SCHEMA_VERSION = "attn-doctor/repro", 1
 _EXPECTED = {True: "bug expected", False: "clean run expected", None: "live probe: either way"}
 
 
-def to_text(results: list[CaseResult]) -> str:
-    lines = []
+def to_text(results: list[CaseResult], width: int | None = None) -> str:
+    """The human report, each line fitted to ``width`` columns (None: lines left whole, for a pipe);
+    a rerun command too long for its line goes on lines of its own that still paste as one."""
+    lines: list[str] = []
+
+    def add(text: str) -> None:
+        lines.extend(fit(text, width))
+
     for result in results:
         mark = "✓" if result.as_expected else "✗"
         expected = _EXPECTED[result.expect_bug]
-        lines.append(f"{mark} {result.repro} / {result.case}: {result.status.value} ({expected})")
-        lines.append(f"    {result.detail}")
+        add(f"{mark} {result.repro} / {result.case}: {result.status.value} ({expected})")
+        add(f"    {result.detail}")
         if result.sanitizer:
-            lines.append(f"    compute-sanitizer: {result.sanitizer}")
+            add(f"    compute-sanitizer: {result.sanitizer}")
         versions = ", ".join(f"{name} {version}" for name, version in result.versions.items())
-        lines.append(f"    on {result.device}" + (f" with {versions}" if versions else ""))
-        lines.append(f"    rerun: {result.command}")
-    lines.append(summary(results))
+        add(f"    on {result.device}" + (f" with {versions}" if versions else ""))
+        rerun = f"    rerun: {result.command}"
+        if width is None or len(rerun) <= width:
+            lines.append(rerun)
+        else:
+            lines.append("    rerun:")
+            lines.extend(fit(f"      {result.command}", width, shell=True))
+    add(summary(results))
+    return "\n".join(lines) + "\n"
+
+
+def listing(repros: tuple[Repro, ...], rules: RuleSet, width: int | None = None) -> str:
+    """`repro --list`: a header, then per reproduction what it shows, its cases and its rules."""
+    lines = fit(
+        "Bundled reproductions (attn-doctor repro ID runs one, --case NAME one of its cases, "
+        "--all every one; a rule id, issue URL or owner/repo#N names one too):",
+        width,
+    )
+    for repro in repros:
+        buggy = ", ".join(case.name for case in repro.cases if case.expect_bug)
+        clean = ", ".join(case.name for case in repro.cases if not case.expect_bug)
+        cases = "; ".join(
+            part
+            for part in (f"{buggy} (the bug)" if buggy else "", f"{clean} (no bug)" if clean else "")
+            if part
+        )
+        linked = [rule.id for rule in rules.rules if rule.repro == repro.id]
+        lines.append("")
+        lines.extend(fit(f"{repro.id}: {repro.title}", width))
+        lines.extend(fit(f"    cases: {cases}", width))
+        if linked:
+            lines.extend(fit(f"    rules: {', '.join(linked)}", width))
     return "\n".join(lines) + "\n"
 
 

@@ -7,6 +7,7 @@ terminal and as plain text otherwise (pipes, NO_COLOR), so rich is only imported
 from __future__ import annotations
 
 from attn_doctor.check import CheckResult
+from attn_doctor.engine.fix_pins import reconcile
 from attn_doctor.engine.matcher import RELEASE, Finding, Verdict, pending_features
 from attn_doctor.engine.schema import COMPONENTS
 from attn_doctor.facts.model import Environment, describe_torch_build
@@ -48,7 +49,7 @@ def render_lines(result: CheckResult, verbose: bool = False) -> list[Line]:
     if shown:
         lines.append(("", ""))
     for finding in shown:
-        lines.extend(_finding_lines(finding, verbose))
+        lines.extend(_finding_lines(finding, verbose, env))
     lines.extend(_unknown_lines(result.findings, verbose))
     lines.extend(_conditional_lines(result.findings, verbose))
     if result.notes:
@@ -170,7 +171,7 @@ def _area_fact(component: str, env: Environment) -> str:
     return version if name == component else f"{package.name} {version}"
 
 
-def _finding_lines(finding: Finding, verbose: bool) -> list[Line]:
+def _finding_lines(finding: Finding, verbose: bool, env: Environment) -> list[Line]:
     rule = finding.rule
     if finding.ignored is not None:
         return [(f"  - {rule.id}: ignored ({finding.ignored})", "dim")]
@@ -197,7 +198,13 @@ def _finding_lines(finding: Finding, verbose: bool) -> list[Line]:
             lines.append((f"    for these versions: {suggestion}", "bold"))
         lines.append((f"    fix: {rule.fix_summary}", ""))
         if rule.fix_pins:
-            lines.append((f"    pins: {' '.join(rule.fix_pins)}", ""))
+            pins = reconcile(rule.fix_pins, env)
+            lines.append((f"    pins: {' '.join(pins.pins)}", ""))
+            if pins.conflicts:
+                because = "; ".join(pins.conflicts)
+                added = len(pins.pins) > len(rule.fix_pins)
+                why = f"      (as {because})" if added else f"      (pip refuses these: {because})"
+                lines.append((why, "dim"))
         lines.append((f"    see: {rule.references[0]}", "cyan"))
         if rule.repro:
             lines.append((f"    repro: attn-doctor repro {rule.id}", "dim"))

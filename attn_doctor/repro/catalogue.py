@@ -31,7 +31,11 @@ class Repro:
 REPROS: tuple[Repro, ...] = (
     Repro(
         id="varlen-cu-seqlens",
-        title="Seed A: unpadding metadata from transformers 4.44.0's FA2 path",
+        title=(
+            "transformers FlashAttention-2 unpadding metadata out of bounds: cu_seqlens without a "
+            "leading 0 from offset position_ids (4.44.0; huggingface/transformers#32487), and a 4-D "
+            "mask flattened into gather indices (huggingface/transformers#39608)"
+        ),
         module="attn_doctor.repro.cases.varlen_cu_seqlens",
         cases=(
             Case(
@@ -49,7 +53,11 @@ REPROS: tuple[Repro, ...] = (
     ),
     Repro(
         id="rotary-dim",
-        title="Seed B: RotaryEmbedding(dim=model_dim) on [B, T, H, D]",
+        title=(
+            "flash-linear-attention < 0.6.0: RotaryEmbedding built with the model width "
+            "(dim = heads * head_dim) addresses past each head of [B, T, H, D] "
+            "(fla-org/flash-linear-attention#180)"
+        ),
         module="attn_doctor.repro.cases.rotary_dim",
         cases=(
             Case("rotary-dim-is-model-dim", True, "rotary_dim = H*D = 256 on heads of D = 64"),
@@ -58,7 +66,11 @@ REPROS: tuple[Repro, ...] = (
     ),
     Repro(
         id="flex-padding",
-        title="Seed E: a flex block mask padded from a missing key length",
+        title=(
+            "transformers 4.51.0 flex_attention: make_flex_block_causal_mask gets no key length "
+            "in cached generation (huggingface/transformers#37323); a block mask built for the new "
+            "tokens alone leaves the cached keys out"
+        ),
         module="attn_doctor.repro.cases.flex_padding",
         cases=(
             Case(

@@ -36,6 +36,40 @@ _SANITIZER_ERROR = re.compile(
 )
 
 
+# the start of a row's detail when the case could not run here at all (a missing module, no GPU):
+# running it again, alone or not, cannot change that
+CANNOT_RUN = "cannot run: "
+NO_GPU = CANNOT_RUN + "no GPU for --device cuda: "
+REPRO_EXTRA = "pip install 'attn-doctor[repro]'"
+_REPRO_EXTRA_MODULES = ("torch", "triton", "numpy")  # numpy: triton's CPU interpreter imports it
+# import name -> the distribution that provides it, where the two differ or a probe may need it
+_DISTRIBUTIONS = {
+    "fla": "flash-linear-attention",
+    "flash_attn": "flash-attn",
+    "transformers": "transformers",
+    "einops": "einops",
+}
+_NO_MODULE = re.compile(r"(?P<type>ModuleNotFoundError|ImportError): No module named '(?P<name>[\w.]+)'")
+
+
+def install_hint(error_type: str, module: str) -> str:
+    """What to install when a child could not import ``module`` (``exc.name`` of its ImportError)."""
+    top = module.split(".")[0]
+    if error_type == "ModuleNotFoundError" and module == top:  # the package itself is absent
+        if top in _REPRO_EXTRA_MODULES:
+            return f"install the repro extra: {REPRO_EXTRA}"
+        distribution = _DISTRIBUTIONS.get(top)
+        if distribution:
+            return f"install {distribution}: pip install {distribution}"
+        return f"install the package that provides the module {top}"
+    distribution = _DISTRIBUTIONS.get(top, top)  # a part of an installed package: another release has it
+    return f"the installed {distribution} lacks {module}: install a release that has it (pip install -U {distribution})"
+
+
+def cannot_run(result: CaseResult) -> bool:
+    return result.detail.startswith(CANNOT_RUN)
+
+
 class Status(str, enum.Enum):
     REPRODUCED = "REPRODUCED"
     NOT_REPRODUCED = "NOT REPRODUCED"
@@ -137,7 +171,7 @@ def run_cases(work: list[Work], options: RunOptions, progress: Progress = QUIET)
             results = list(pool.map(one, work))
         if options.device == "cuda" and jobs > 1:
             for index, result in enumerate(results):
-                if not result.as_expected:
+                if not result.as_expected and not cannot_run(result):
                     alone = one(work[index])
                     alone.detail += " (run again alone: the first run shared the GPU with other cases)"
                     results[index] = alone
@@ -208,6 +242,12 @@ def classify(output: ChildOutput, options: RunOptions, symptoms: tuple[str, ...]
             return result(Status.REPRODUCED, f"index out of bounds (host-side check): {detail}", data)
         if outcome == "skipped":
             return result(Status.SKIPPED, detail, data)
+        if outcome == "no-gpu":
+            return result(Status.ERROR, f"{NO_GPU}{detail}", data)
+        if outcome == "exception" and data.get("missing"):
+            error_type = detail.split(":", 1)[0]
+            hint = install_hint(error_type, str(data["missing"]))
+            return result(Status.ERROR, f"{CANNOT_RUN}{detail}: {hint}", data)
         if outcome == "exception":
             signature = _signature(f"{detail}\n{stderr}", symptoms)
             if signature:
@@ -223,6 +263,12 @@ def classify(output: ChildOutput, options: RunOptions, symptoms: tuple[str, ...]
         return result(
             Status.REPRODUCED, f"the child was killed by {signal_name(returncode)}: {last_line(stderr)}"
         )
+    missing = None
+    for missing in _NO_MODULE.finditer(stderr):  # the last one: the import that stopped the child
+        pass
+    if missing is not None:
+        hint = install_hint(missing["type"], missing["name"])
+        return result(Status.ERROR, f"{CANNOT_RUN}{missing.group(0)}: {hint}")
     return result(Status.ERROR, f"no result (exit code {returncode}): {last_line(stderr) or 'no output'}")
 
 

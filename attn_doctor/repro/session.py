@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from attn_doctor.engine.loader import RuleSet
@@ -12,7 +13,7 @@ from attn_doctor.probes.catalogue import PROBES, Probe, probes_for_rule
 from attn_doctor.probes.observation import ProbeVerdict
 from attn_doctor.progress import QUIET, Progress
 from attn_doctor.repro.catalogue import REPROS, resolve
-from attn_doctor.repro.runner import CaseResult, RunOptions, Status, Work, run_cases
+from attn_doctor.repro.runner import NO_GPU, CaseResult, RunOptions, Status, Work, run_cases
 
 DEVICES = ("auto", "cuda", "cpu")
 _PROBE_STATUS = {
@@ -48,12 +49,39 @@ def plan(issue: str | None, case: str | None, rules: RuleSet) -> tuple[list[Work
 
 
 def choose_device(device: str) -> str:
+    """``cuda`` or ``cpu``. A CPU build of torch (read from its files, not imported) never gets
+    ``cuda``: ``auto`` takes the CPU, and ``--device cuda`` is refused with one line."""
     if device not in DEVICES:
         raise InputError("--device", f"{device!r} is not one of {', '.join(DEVICES)}")
-    if device != "auto":
+    if device == "cpu":
         return device
+    cpu_torch = _cpu_build_of_torch()
+    if device == "cuda":
+        if cpu_torch is not None:
+            raise InputError("--device cuda", _cpu_build_message(cpu_torch))
+        return device
+    if cpu_torch is not None:
+        return "cpu"
     gpus, _ = probe_gpus()
     return "cuda" if gpus else "cpu"
+
+
+def _cpu_build_of_torch() -> str | None:
+    """The version of the torch this interpreter imports, where it is a CPU build (no CUDA, no ROCm)."""
+    from attn_doctor.facts.packages import find_installed
+
+    packages, build, _ = find_installed(sys.path)
+    torch = packages.get("torch")
+    if torch is None or build is None or build.cuda or build.hip:
+        return None
+    return torch.version
+
+
+def _cpu_build_message(version: str) -> str:
+    return (
+        f"torch {version} is a CPU build, with no CUDA: use --device cpu (the Triton interpreter), "
+        "or install a CUDA build of torch"
+    )
 
 
 def run_plan(
@@ -67,7 +95,8 @@ def run_plan(
     output_format: str,
     progress: Progress = QUIET,
 ) -> tuple[list[CaseResult], str]:
-    from attn_doctor.report.repro_report import FORMATTERS
+    from attn_doctor.report.repro_report import FORMATTERS, to_text
+    from attn_doctor.report.width import terminal_width
 
     options = RunOptions(
         device=choose_device(device),
@@ -77,7 +106,12 @@ def run_plan(
     )
     with progress, ThreadPoolExecutor(max_workers=1) as side:  # probes import libraries while kernels run
         probed = side.submit(probe_results, probes, timeout_s, options.jobs, progress)
-        results = (run_cases(work, options, progress) if work else []) + probed.result()
+        kernels = run_cases(work, options, progress) if work else []
+        results = kernels + probed.result()
+    if kernels and all(r.detail.startswith(NO_GPU) for r in kernels):  # torch sees no GPU: say so once
+        raise InputError(f"--device {device}", f"{kernels[0].detail[len(NO_GPU) :]}; use --device cpu")
+    if output_format == "rich":
+        return results, to_text(results, terminal_width())
     return results, FORMATTERS[output_format](results)
 
 

@@ -587,7 +587,9 @@ def explain(
     if output_format == "json":
         sys.stdout.write(explain_report.to_json(result))
     else:
-        sys.stdout.write(explain_report.to_text(result, verbose))
+        from attn_doctor.report import width
+
+        width.write(explain_report.to_text(result, verbose))
     for problem in result.problems:
         _error(problem)
     raise typer.Exit(result.exit_code)
@@ -614,10 +616,11 @@ def run_wrapped(ctx: typer.Context) -> None:
 def rules_list() -> None:
     """One line per rule: id, severity, component, title."""
     from attn_doctor.engine.loader import load_rules
+    from attn_doctor.report import width
 
     ruleset = load_rules()
-    for rule in sorted(ruleset.rules, key=lambda r: (r.component, r.id)):
-        typer.echo(f"{rule.id:<48} {rule.severity:<8} {rule.component:<23} {rule.title}")
+    rules = sorted(ruleset.rules, key=lambda r: (r.component, r.id))
+    width.write("".join(f"{r.id} [{r.severity}, {r.component}]: {r.title}\n" for r in rules))
     for problem in ruleset.problems:
         _error(problem)
     raise typer.Exit(EXIT_INPUT_ERROR if ruleset.problems else 0)
@@ -625,15 +628,27 @@ def rules_list() -> None:
 
 @rules_app.command("show")
 @_one_line_errors
-def rules_show(rule_id: Annotated[str, typer.Argument(help="A rule id from `rules list`.")]) -> None:
+def rules_show(
+    rule_id: Annotated[
+        str, typer.Argument(help="A rule id, or an upstream issue URL or owner/repo#N it cites.")
+    ],
+) -> None:
     """A rule in full: conditions, symptoms, fix and references."""
     from attn_doctor.engine.loader import load_rules
-    from attn_doctor.report.rule_text import describe
+    from attn_doctor.report import width
+    from attn_doctor.report.rule_text import describe, no_such_rule
 
-    rule = load_rules().get(rule_id)
-    if rule is None:
-        raise InputError(rule_id, "no such rule (see `attn-doctor rules list`)")
-    typer.echo(describe(rule))
+    ruleset = load_rules()
+    rule = ruleset.get(rule_id)
+    if rule is not None:
+        width.write(describe(rule) + "\n")
+        return
+    from attn_doctor.engine.references import rules_citing
+
+    citing = rules_citing(rule_id, ruleset.rules)
+    if not citing:
+        raise InputError(rule_id[:200], no_such_rule(rule_id, ruleset.rules))
+    width.write("\n\n".join(describe(rule) for rule in citing) + "\n")
 
 
 @rules_app.command("validate")

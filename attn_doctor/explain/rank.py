@@ -2,7 +2,7 @@
 
 The same message can be a symptom of several rules (``undefined symbol`` is), so fit decides:
 
-1. a rule whose conditions contradict the known facts ("symptom matches, your versions do not")
+1. a rule whose conditions contradict the known facts ("symptom matches, but torch 2.6.0 is not in <2.5")
    ranks below every rule that fits or may fit;
 2. a rule matched only by a generic message (GENERIC_MESSAGES: any CUDA crash says "illegal memory
    access") ranks below one matched by a message specific to it; between them, a generic match the
@@ -98,9 +98,8 @@ class Cause:
         reasons = {
             Verdict.AFFECTED: "the stack fits the rule",
             Verdict.UNKNOWN: "the stack may fit (some facts unknown)",
-            Verdict.NOT_AFFECTED: "symptom matches, your versions do not",
         }
-        why = [reasons[verdict]]
+        why = [reasons.get(verdict) or _refuted_text(self.finding)]
         if self.generic_only:
             why.append("matched only by a generic message")
         elif self.confirmed and all(match.generic for match in self.matches):
@@ -113,6 +112,12 @@ class Cause:
         total = len(self.finding.rule.symptoms)
         why.append(f"{len(self.matches)} of its {total} symptom pattern{'s' if total > 1 else ''} matched")
         return why
+
+
+def _refuted_text(finding: Finding) -> str:
+    """What rules the cause out, as the facts say it: a version, a GPU, a feature not in use."""
+    refuted = [reason.text for reason in finding.reasons if reason.holds is False]
+    return f"symptom matches, but {refuted[0]}" if refuted else "symptom matches, the stack does not fit"
 
 
 def rank(

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from attn_doctor import __version__
+from attn_doctor.engine.fix_pins import reconcile
 from attn_doctor.engine.matcher import RELEASE, Finding, Verdict
 from attn_doctor.explain import Explanation
 from attn_doctor.explain.rank import Cause, SymptomMatch
@@ -29,7 +30,7 @@ def to_text(explanation: Explanation, verbose: bool = False) -> str:
     env = explanation.environment
     lines = [
         f"attn-doctor explain: {_input_name(explanation.source)} ({explanation.bytes_read:,} bytes, "
-        f"{explanation.lines:,} lines; stack: {env.target})",
+        f"{_lines(explanation.lines)}; stack: {env.target})",
     ]
     stated = _stated_facts(env)
     if stated:
@@ -40,7 +41,7 @@ def to_text(explanation: Explanation, verbose: bool = False) -> str:
         if _foldable(cause) and not verbose:
             folded.append(cause.finding.rule.id)
             continue
-        lines.extend(_cause_lines(rank, cause))
+        lines.extend(_cause_lines(rank, cause, env))
         if verbose:
             lines.append(f"   ranked here: {'; '.join(cause.why())}")
         lines.append("")
@@ -52,6 +53,10 @@ def to_text(explanation: Explanation, verbose: bool = False) -> str:
         ]
     lines.extend(_summary_lines(explanation))
     return "\n".join(lines) + "\n"
+
+
+def _lines(count: int) -> str:
+    return f"{count:,} line{'' if count == 1 else 's'}"
 
 
 def _foldable(cause: Cause) -> bool:
@@ -103,7 +108,7 @@ def _input_name(source: str) -> str:
     return "stdin" if source == "-" else source
 
 
-def _cause_lines(rank: int, cause: Cause) -> list[str]:
+def _cause_lines(rank: int, cause: Cause, environment: Environment) -> list[str]:
     rule, mark = cause.finding.rule, _MARKS[cause.finding.verdict]
     kind = {"usage": "user error; ", "install": "installation problem; "}.get(rule.kind, "")
     lines = [
@@ -120,9 +125,12 @@ def _cause_lines(rank: int, cause: Cause) -> list[str]:
             lines.append(f"   found: {reason.text}")
         if reason.suggestion and reason.holds is not False:
             lines.append(f"   for these versions: {reason.suggestion}")
-    lines.append(f"   fix: {' '.join(rule.fix_summary.split())}")
+    lines.append(f"   fix: {rule.fix_summary}")
     if rule.fix_pins:
-        lines.append(f"   pins: {' '.join(rule.fix_pins)}")
+        pins = reconcile(rule.fix_pins, environment)
+        lines.append(f"   pins: {' '.join(pins.pins)}")
+        if pins.conflicts:
+            lines.append(f"   (as {'; '.join(pins.conflicts)})")
     lines.append(f"   see: {rule.references[0]}")
     if rule.repro:
         lines.append(f"   repro: attn-doctor repro {rule.id}")
@@ -131,13 +139,12 @@ def _cause_lines(rank: int, cause: Cause) -> list[str]:
 
 def _verdict_text(finding: Finding) -> str:
     """The verdict, and for an unknown or not-affected one the conditions that made it so."""
-    label = (
-        "symptom matches, your versions do not"
-        if finding.verdict is Verdict.NOT_AFFECTED
-        else f"{finding.verdict.value.replace('-', ' ')} on this stack"
-    )
     wanted = {Verdict.UNKNOWN: None, Verdict.NOT_AFFECTED: False}.get(finding.verdict, True)
     why = [reason.text for reason in finding.reasons if reason.holds is wanted]
+    if finding.verdict is Verdict.NOT_AFFECTED:
+        # what rules it out, as the facts say it: a version, a GPU, a feature not in use
+        return f"symptom matches, but {'; '.join(why)}" if why else "symptom matches, the stack does not fit"
+    label = f"{finding.verdict.value.replace('-', ' ')} on this stack"
     return f"{label}: {'; '.join(why)}" if finding.verdict is not Verdict.AFFECTED and why else label
 
 

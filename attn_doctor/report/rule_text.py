@@ -1,12 +1,24 @@
-"""A rule in full, for `attn-doctor rules show`."""
+"""A rule in full, for `attn-doctor rules show`, with its conditions said in words."""
 
 from __future__ import annotations
 
-from attn_doctor.engine.schema import Rule
+import difflib
+
+from packaging.specifiers import SpecifierSet
+
+from attn_doctor.engine.schema import Affects, Rule
+
+_VERSION_LABELS = {
+    "compute_capability": "GPU compute capability",
+    "cuda": "torch built for CUDA",
+    "rocm": "torch built for ROCm",
+    "nvcc": "CUDA toolkit (nvcc)",
+    "driver": "NVIDIA driver",
+    "python": "Python",
+}
 
 
 def describe(rule: Rule) -> str:
-    affects = rule.affects
     lines = [
         f"{rule.id} [{rule.severity}, {rule.component}]",
         rule.title,
@@ -14,13 +26,8 @@ def describe(rule: Rule) -> str:
         rule.summary,
         "",
         "Affects (all must hold):",
+        *(f"  {condition}" for condition in conditions(rule.affects)),
     ]
-    lines += [f"  {name} {spec or '(any version)'}" for name, spec in affects.packages.items()]
-    lines += [f"  {key} {spec}" for key, spec in affects.versions.items()]
-    if affects.platform:
-        lines.append(f"  platform: {', '.join(affects.platform)}")
-    if affects.features:
-        lines.append(f"  features in use: {', '.join(affects.features)}")
     if rule.symptoms:
         lines += ["", "Symptoms (regular expressions):", *(f"  {s}" for s in rule.symptoms)]
     lines += ["", f"Fix: {rule.fix_summary}"]
@@ -31,3 +38,52 @@ def describe(rule: Rule) -> str:
         lines += ["", f"Repro: attn-doctor repro {rule.id}"]
     lines.append(f"File: {rule.path}")
     return "\n".join(lines)
+
+
+def conditions(affects: Affects) -> list[str]:
+    """Each condition of ``affects`` as a phrase."""
+    said = [f"{name} {spec_text(spec)}" for name, spec in affects.packages.items()]
+    said += [f"{_VERSION_LABELS.get(key, key)}: {spec_text(spec)}" for key, spec in affects.versions.items()]
+    if affects.platform:
+        said.append(f"platform: {', '.join(affects.platform)}")
+    if affects.gfx:
+        said.append(f"AMD GPU target: {', '.join(affects.gfx)}")
+    if affects.features:
+        said.append(f"features in use: {', '.join(affects.features)}")
+    if affects.requirement_unmet is not None:
+        package, on = affects.requirement_unmet
+        said.append(f"{package}'s release requires a version of {', '.join(on)} the target lacks")
+    if affects.prebuilt_wheel_missing:
+        said.append(
+            f"no prebuilt {affects.prebuilt_wheel_missing} wheel for the target's torch, CUDA, Python"
+        )
+    if affects.prebuilt_wheel_lacks_gpu:
+        said.append(f"the {affects.prebuilt_wheel_lacks_gpu} wheel for the target has no code for its GPU")
+    if affects.driver_below_cuda_minimum:
+        said.append("the NVIDIA driver is older than the minimum for torch's CUDA")
+    if affects.bundled_ptxas_lacks_gpu:
+        said.append(f"the ptxas {affects.bundled_ptxas_lacks_gpu} bundles does not know the GPU")
+    if affects.torch_variant_lacks_gpu:
+        said.append("torch's wheels for its CUDA build have no code for the GPU")
+    if affects.api_change:
+        said.append(f"an API error in the log is a change of the {affects.api_change} release")
+    return said
+
+
+def spec_text(spec: SpecifierSet) -> str:
+    """``>=8.6,<13.0,!=9.0`` as ">=8.6 and <13.0, except 9.0"; "" as "any version"."""
+    bounds = sorted((s for s in spec if s.operator != "!="), key=lambda s: s.operator[0] != ">")
+    excluded = sorted((s.version for s in spec if s.operator == "!="), key=_numeric)
+    text = " and ".join(str(bound) for bound in bounds) or "any version"
+    return f"{text}, except {', '.join(excluded)}" if excluded else text
+
+
+def _numeric(version: str) -> tuple[int, ...]:
+    return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
+
+
+def no_such_rule(name: str, rules: list[Rule]) -> str:
+    """The error for an unknown rule id, with the nearest ids when there are any."""
+    guesses = difflib.get_close_matches(name[:200], [rule.id for rule in rules], n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(guesses)}? " if guesses else ""
+    return f"no such rule, and no rule cites it as an issue ({hint}see `attn-doctor rules list`)"

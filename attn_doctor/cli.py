@@ -82,7 +82,7 @@ def _target(options: dict[str, Any]) -> EnvironmentInputs:
     return target(
         options["env_file"],
         options["path"],
-        options["requirements"],
+        [_pin_file(name) for name in options["requirements"]],
         options["pin"],
         options["gpu"],
         options["feature"],
@@ -95,6 +95,12 @@ def _target(options: dict[str, Any]) -> EnvironmentInputs:
         dockerfile=options["dockerfile"],
         stage=options["stage"],
     )
+
+
+def _pin_file(name: str) -> Path:
+    if "://" in name:
+        raise InputError(f"-r {name}", "URLs are not supported: download the file first")
+    return Path(name)
 
 
 def _require_choice(option: str, value: str | None, choices: tuple[str, ...]) -> None:
@@ -134,7 +140,7 @@ GpuOption = Annotated[
 ]
 PinOption = Annotated[list[str], typer.Option("--pin", help="NAME==VERSION to assume (repeatable).")]
 RequirementsOption = Annotated[
-    list[Path],
+    list[str],  # str, not Path: a Path would fold a URL's "//" before we can refuse it
     typer.Option(
         "--requirements",
         "-r",
@@ -203,7 +209,7 @@ ProbeTimeoutOption = Annotated[
 ]
 
 
-@app.command()
+@app.command(short_help="Check this machine, or a target, against known-bad stacks.")
 @_one_line_errors
 def check(
     gpu: GpuOption = [],  # noqa: B006 - typer reads the default, never mutates it
@@ -325,7 +331,7 @@ def _colour() -> bool:
     return sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
 
 
-@app.command()
+@app.command(short_help="Print this machine's facts (no diagnosis).")
 @_one_line_errors
 def probe(
     path: PathOption = [],  # noqa: B006
@@ -349,7 +355,7 @@ def probe(
     raise typer.Exit(EXIT_INPUT_ERROR if problems else 0)
 
 
-@app.command()
+@app.command(short_help="One cluster report from per-node probe files.")
 @_one_line_errors
 def merge(
     files: Annotated[list[Path], typer.Argument(help="Per-node `attn-doctor probe --json` files.")],
@@ -388,7 +394,7 @@ def _print_cluster(cluster: Any, output_format: str) -> None:
         _error(line)
 
 
-@app.command()
+@app.command(short_help="Reproduce a known bug, each case in its own process.")
 @_one_line_errors
 def repro(
     issue: Annotated[
@@ -446,7 +452,7 @@ def repro(
     raise typer.Exit(0 if all(r.as_expected for r in results) else 1)
 
 
-@app.command()
+@app.command(short_help="Markdown for a GitHub issue, secrets left out.")
 @_one_line_errors
 def report(
     gpu: GpuOption = [],  # noqa: B006
@@ -488,7 +494,9 @@ def report(
     result = checking.checkup(
         env, fact_problems, load_rules(), project, live=live_probes, probe_timeout_s=probe_timeout
     )
-    text = render(result, inputs, os.environ)
+    from attn_doctor.report.width import terminal_width
+
+    text = render(result, inputs, os.environ, terminal_width() if output is None else None)
     if output is None:
         sys.stdout.write(text)
     else:
@@ -501,7 +509,7 @@ def report(
     raise typer.Exit(EXIT_INPUT_ERROR if result.problems else 0)
 
 
-@app.command()
+@app.command(short_help="The fewest version changes that clear the findings.")
 @_one_line_errors
 def fix(
     gpu: GpuOption = [],  # noqa: B006
@@ -549,7 +557,7 @@ def fix(
     raise typer.Exit(plan.exit_code)
 
 
-@app.command()
+@app.command(short_help="Name the known causes of an error in a log.")
 @_one_line_errors
 def explain(
     log: Annotated[str, typer.Argument(help="A traceback or log file; - (the default) reads stdin.")] = "-",
@@ -597,6 +605,7 @@ def explain(
 
 @app.command(
     "run",
+    short_help="Run a command; when it fails, diagnose its output.",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     add_help_option=False,
 )
@@ -651,7 +660,7 @@ def rules_show(
     width.write("\n\n".join(describe(rule) for rule in citing) + "\n")
 
 
-@rules_app.command("validate")
+@rules_app.command("validate", short_help="Check rule files against the schema.")
 @_one_line_errors
 def rules_validate(
     paths: Annotated[

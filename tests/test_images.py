@@ -36,7 +36,7 @@ def test_an_official_pytorch_tag_states_its_torch_and_cuda() -> None:
 @pytest.mark.parametrize(
     ("image", "needle"),
     [
-        ("nvcr.io/nvidia/pytorch:19.01-py3", "newest known: 25.12-py3"),
+        ("nvcr.io/nvidia/pytorch:19.01-py3", "the release facts know: 25.02-py3, 25.10-py3, 25.12-py3"),
         ("pytorch/pytorch:2.5.1-cuda11.2-cudnn9-runtime", "newest torch known"),
         ("pytorch/pytorch:latest", "unknown tag 'latest'"),
         ("ubuntu:22.04", "not an image whose contents are known"),

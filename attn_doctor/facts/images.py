@@ -5,7 +5,7 @@ NGC images are read from the release-facts snapshot's ``ngc-pytorch-images.json`
 container release notes, one reference per tag; tools/refresh_release_facts.py writes it). An
 official pytorch/pytorch tag states its torch release, CUDA and cuDNN itself; the tag is checked
 against the torch releases and CUDA variants the snapshot knows. Any other tag of these two
-repositories is an input error naming the newest known tag.
+repositories is an input error naming the tags known.
 """
 
 from __future__ import annotations
@@ -53,10 +53,8 @@ def _ngc(tag: str, reference: str, facts: ReleaseFacts, source: str) -> Declared
     images = facts.ngc_pytorch_images()
     entry = images.get(tag.removesuffix("-py3"))
     if entry is None or not tag.endswith("-py3"):
-        newest = max(images, key=_month, default=None)
-        raise InputError(
-            source, f"unknown tag {tag!r}" + (f" (newest known: {newest}-py3)" if newest else "")
-        )
+        known = ", ".join(f"{name}-py3" for name in sorted(images, key=_month))
+        raise InputError(source, f"unknown tag {tag!r} (the release facts know: {known or 'none'})")
     origin = f"image {reference} ({entry['reference']})"
     declared = Declared()
     for key, name in _NGC_PACKAGES.items():

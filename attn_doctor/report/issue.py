@@ -20,8 +20,9 @@ from attn_doctor.facts.assemble import EnvironmentInputs
 from attn_doctor.facts.model import Environment, Gpu, describe_torch_build
 from attn_doctor.redact import SECRET_NAME_WORDS, home_dirs, scrub
 from attn_doctor.report.env_vars import Variables, relevant_variables
-from attn_doctor.report.markdown import cell, findings_table
-from attn_doctor.report.repro_report import markdown_table, summary
+from attn_doctor.report.markdown import cell
+from attn_doctor.report.repro_report import EXPECTED, summary
+from attn_doctor.report.width import fit
 from attn_doctor.repro.runner import CaseResult
 
 Lines = list[str]
@@ -40,7 +41,10 @@ class IssueInputs:
     repro_results: list[CaseResult] = field(default_factory=list)
 
 
-def render(result: CheckResult, inputs: IssueInputs, environ: Mapping[str, str]) -> str:
+def render(
+    result: CheckResult, inputs: IssueInputs, environ: Mapping[str, str], width: int | None = None
+) -> str:
+    """The report; with ``width``, prose and list lines wrap to it (Markdown joins them again)."""
     sections = [
         _headline(result),
         _findings(result),
@@ -53,7 +57,23 @@ def render(result: CheckResult, inputs: IssueInputs, environ: Mapping[str, str])
         [f"<sub>attn-doctor {__version__}: secrets and home folders removed; read before posting.</sub>"],
     ]
     text = "\n\n".join("\n".join(lines) for lines in sections if lines) + "\n"
-    return scrub(text, home_dirs(environ))
+    return _fitted(scrub(text, home_dirs(environ)), width)
+
+
+def _fitted(text: str, width: int | None) -> str:
+    """Soft-wrapped Markdown: a list item or paragraph may span lines; a command in a fence wraps
+    with backslashes, so it still pastes."""
+    out: Lines = []
+    fenced = False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+            out.append(line)
+            continue
+        indent = len(line) - len(line.lstrip())
+        hang = indent + 2 if line.lstrip().startswith("- ") else indent  # under the item's text
+        out += fit(line, width, hang=None if fenced else hang, shell=fenced)
+    return "\n".join(out)
 
 
 def _check_command(inputs: IssueInputs) -> str:
@@ -95,21 +115,24 @@ def _findings(result: CheckResult) -> Lines:
     shown = [f for f in result.findings if f.verdict is not Verdict.NOT_AFFECTED]
     if not shown:
         return ["### Findings", "", "No affected or unknown findings."]
-    why = [line for finding in shown for line in _why(finding)]
-    return ["### Findings", "", *findings_table(result), "", *_folded("Why each rule matched", why)]
+    return ["### Findings", "", *(line for finding in shown for line in _finding(finding))]
 
 
-def _why(finding: Finding) -> Lines:
+def _finding(finding: Finding) -> Lines:
+    """A list item per finding: what, why each condition held, the fix and its reference."""
     rule = finding.rule
-    lines = [f"- **`{rule.id}`** ({finding.verdict.value}): {cell(rule.title)}"]
+    verdict = f"ignored: {finding.ignored}" if finding.ignored else finding.verdict.value
+    lines = [f"- **`{rule.id}`** ({rule.severity}, {cell(verdict)}): {cell(rule.title)}"]
     lines += [f"  - {_HOLDS[reason.holds]}: {cell(reason.text)}" for reason in finding.reasons]
     if finding.probe is not None:
         lines.append(
             f"  - probe: {finding.probe.verdict.value}: {cell(finding.probe.evidence)} "
             f"(versions alone: {finding.version_verdict.value})"
         )
+    lines.append(f"  - fix: {cell(rule.fix_summary)}")
     if rule.fix_pins:
         lines.append(f"  - fixed by: {' '.join(_code(pin) for pin in rule.fix_pins)}")
+    lines.append(f"  - see: {rule.references[0]}")
     return lines
 
 
@@ -124,13 +147,12 @@ def _environment(env: Environment) -> Lines:
         ("libc", env.libc or "unknown"),
         ("features in use", ", ".join(env.features.in_use()) or "none declared or detected"),
     ]
-    table = ["| fact | value |", "| --- | --- |", *(f"| {name} | {cell(value)} |" for name, value in facts)]
-    packages = ["| package | version | from |", "| --- | --- | --- |"]
-    packages += [
-        f"| `{name}` | {cell(package.version or 'unpinned')} | {_code(package.origin)} |"
+    listed = [f"- {name}: {cell(value)}" for name, value in facts]
+    packages = [
+        f"- `{name}` {cell(package.version or 'unpinned')}, from {_code(package.origin)}"
         for name, package in sorted(env.packages.items())
     ]
-    return ["### Environment", "", *_folded(_environment_summary(env), [*table, "", *packages])]
+    return ["### Environment", "", *_folded(_environment_summary(env), [*listed, "", *packages])]
 
 
 def _environment_summary(env: Environment) -> str:
@@ -144,8 +166,9 @@ def _environment_summary(env: Environment) -> str:
 
 def _gpu(gpu: Gpu) -> str:
     capability = gpu.compute_capability
-    sm = f"sm_{capability.replace('.', '')}, compute capability {capability}" if capability else "sm_?"
-    return f"{gpu.name} ({sm})" + (f", driver {gpu.driver}" if gpu.driver else "")
+    sm = f"sm_{capability.replace('.', '')}" if capability else "sm_?"
+    named = gpu.name if gpu.name == sm else f"{gpu.name} ({sm})"
+    return named + (f", driver {gpu.driver}" if gpu.driver else "")
 
 
 def _variables(variables: Variables) -> Lines:
@@ -154,33 +177,32 @@ def _variables(variables: Variables) -> Lines:
         "Only variables that steer CUDA, torch, Triton, Hugging Face and the attention libraries; "
         f"any whose name holds {', '.join(SECRET_NAME_WORDS)} is withheld, name and all."
     )
-    rows = ["| variable | value |", "| --- | --- |"]
-    rows += [f"| `{name}` | {_code(value)} |" for name, value in variables.shown]
+    rows = [f"- `{name}` = {_code(value)}" for name, value in variables.shown]
     return _folded(title, [note, "", *rows] if variables.shown else [note])
 
 
 def _probes(result: CheckResult) -> Lines:
     rows = [
-        f"| `{f.rule.id}` | {f.probe.verdict.value} | {cell(f.probe.evidence)} | {f.version_verdict.value} |"
+        f"- `{f.rule.id}`: {f.probe.verdict.value}: {cell(f.probe.evidence)} "
+        f"(versions alone: {f.version_verdict.value})"
         for f in result.findings
         if f.probe is not None
     ]
     if not rows:
         return ["### Live probes", "", "No live probe applies to this installation."]
-    return [
-        "### Live probes",
-        "",
-        "| rule | probe | evidence | versions alone |",
-        "| --- | --- | --- | --- |",
-        *rows,
-    ]
+    return ["### Live probes", "", *rows]
 
 
 def _repro(inputs: IssueInputs) -> Lines:
     if inputs.repro_file is None:
         return []
     title = f"{summary(inputs.repro_results)} (from {inputs.repro_file.name})"
-    return ["### Repro results", "", *_folded(title, markdown_table(inputs.repro_results))]
+    rows = [
+        f"- `{r.repro}` / `{r.case}`: {r.status.value} ({EXPECTED[r.expect_bug]}): {cell(r.detail)}; "
+        f"on {cell(r.device)}; rerun: {_code(r.command)}"
+        for r in inputs.repro_results
+    ]
+    return ["### Repro results", "", *_folded(title, rows)]
 
 
 def _problems(problems: list[str]) -> Lines:

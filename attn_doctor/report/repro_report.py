@@ -14,7 +14,7 @@ from attn_doctor.repro.catalogue import Repro
 from attn_doctor.repro.runner import CaseResult, Status
 
 REPRO_SCHEMA_ID, REPRO_SCHEMA_VERSION = "attn-doctor/repro", 1
-_EXPECTED = {True: "bug expected", False: "clean run expected", None: "live probe: either way"}
+EXPECTED = {True: "bug expected", False: "clean run expected", None: "live probe: either way"}
 
 
 def to_text(results: list[CaseResult], width: int | None = None) -> str:
@@ -27,7 +27,7 @@ def to_text(results: list[CaseResult], width: int | None = None) -> str:
 
     for result in results:
         mark = "✓" if result.as_expected else "✗"
-        expected = _EXPECTED[result.expect_bug]
+        expected = EXPECTED[result.expect_bug]
         add(f"{mark} {result.repro} / {result.case}: {result.status.value} ({expected})")
         add(f"    {result.detail}")
         if result.sanitizer:
@@ -97,7 +97,7 @@ def markdown_table(results: list[CaseResult]) -> list[str]:
     ]
     for r in results:
         rows.append(
-            f"| {cell(r.repro)} | {cell(r.case)} | {r.status.value} | {_EXPECTED[r.expect_bug]} "
+            f"| {cell(r.repro)} | {cell(r.case)} | {r.status.value} | {EXPECTED[r.expect_bug]} "
             f"| {cell(r.detail)} | {cell(r.device)} | `{cell(r.command)}` |"
         )
     return rows

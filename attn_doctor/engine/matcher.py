@@ -202,7 +202,7 @@ def _gfx(targets: tuple[str, ...], env: Environment) -> Reason:
     if not env.gpus:
         missing = "no GPU found and no --gpu target" if env.gpu_source == "none" else "GPUs not known"
         return Reason("gfx", False if env.gpu_source == "none" else None, missing, missing=MISSING_GPU)
-    hit = [gpu for gpu in env.gpus if gpu.gfx in targets]
+    hit = [gpu for gpu in env.gpus if gpu.gfx and (gpu.gfx in targets or "any" in targets)]
     if hit:
         return Reason("gfx", True, f"{hit[0].name} is {hit[0].gfx}, one of {', '.join(targets)}")
     if any(gpu.gfx is None and gpu.compute_capability is None for gpu in env.gpus):

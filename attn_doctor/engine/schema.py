@@ -68,7 +68,7 @@ PTXAS_PACKAGES = ("triton",)
 API_TABLE_PACKAGES = ("transformers", "flash-attn", "triton", "xformers", "flash-linear-attention")
 PREBUILT_WHEEL_PACKAGES = ("flash-attn",)
 _AFFECTS_KEYS = {"packages", "platform", "features", "gfx", *VERSION_CONDITIONS, *RELEASE_CONDITIONS}
-_GFX = re.compile(r"^gfx[0-9a-f]{3,5}$")
+_GFX = re.compile(r"^(gfx[0-9a-f]{3,5}|any)$")  # "any": every AMD GPU
 _FIX_KEYS = {"summary", "pins"}
 
 
@@ -78,7 +78,7 @@ class Affects:
     versions: dict[str, SpecifierSet] = field(default_factory=dict)  # VERSION_CONDITIONS
     platform: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
-    gfx: tuple[str, ...] = ()  # AMD GPU targets (gfx1100): any target GPU's must be one of them
+    gfx: tuple[str, ...] = ()  # AMD GPU targets (gfx1100), or "any": a target GPU's must be one of them
     # from the release-facts snapshot (docs/release-facts.md):
     requirement_unmet: tuple[str, tuple[str, ...]] | None = None  # (package, the packages it requires)
     prebuilt_wheel_missing: str | None = None  # a package whose release has no wheel for this torch
@@ -299,7 +299,9 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
 
 def _gfx_targets(value: Any, problems: _Problems) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and _GFX.match(v) for v in value):
-        problems.add("affects.gfx", 'must be a list of AMD GPU targets, e.g. ["gfx1100", "gfx1030"]')
+        problems.add(
+            "affects.gfx", 'must be a list of AMD GPU targets, e.g. ["gfx1100", "gfx1030"], or ["any"]'
+        )
         return ()
     return tuple(value)
 

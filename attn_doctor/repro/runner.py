@@ -63,7 +63,7 @@ def install_hint(error_type: str, module: str) -> str:
             return f"install {distribution}: pip install {distribution}"
         return f"install the package that provides the module {top}"
     distribution = _DISTRIBUTIONS.get(top, top)  # a part of an installed package: another release has it
-    return f"the installed {distribution} lacks {module}: install a release that has it (pip install -U {distribution})"
+    return f"the installed {distribution} lacks it: upgrade it: pip install -U {distribution}"
 
 
 def cannot_run(result: CaseResult) -> bool:
@@ -263,9 +263,7 @@ def classify(output: ChildOutput, options: RunOptions, symptoms: tuple[str, ...]
         return result(
             Status.REPRODUCED, f"the child was killed by {signal_name(returncode)}: {last_line(stderr)}"
         )
-    missing = None
-    for missing in _NO_MODULE.finditer(stderr):  # the last one: the import that stopped the child
-        pass
+    missing = next(reversed(list(_NO_MODULE.finditer(stderr))), None)  # the import that stopped it
     if missing is not None:
         hint = install_hint(missing["type"], missing["name"])
         return result(Status.ERROR, f"{CANNOT_RUN}{missing.group(0)}: {hint}")

@@ -80,5 +80,8 @@ def under_a_terminal(
 
 
 def lines_wider_than(text: str, width: int = 80) -> list[str]:
-    """Lines of ``text`` wider than ``width``, except a lone unbreakable word (a URL, a path)."""
-    return [line for line in text.splitlines() if len(line) > width and len(line.split()) > 1]
+    """Lines of ``text`` wider than ``width``, except a lone unbreakable word (a URL, a path; in a
+    wrapped shell command, with its `` \\`` line end)."""
+    return [
+        line for line in text.splitlines() if len(line) > width and len(line.removesuffix(" \\").split()) > 1
+    ]

@@ -22,7 +22,7 @@ from support import lines_wider_than
 from attn_doctor.engine.loader import load_rules
 from attn_doctor.facts.gpus import probe_gpus
 from attn_doctor.repro.catalogue import REPROS, Case, Repro, resolve
-from attn_doctor.repro.runner import NO_GPU, RunOptions, Status, rerun_command, run_cases
+from attn_doctor.repro.runner import NO_GPU, RunOptions, Status, Work, rerun_command, run_cases
 
 REPO = Path(__file__).resolve().parents[1]
 REPRO_EXTRA = "install the repro extra: pip install 'attn-doctor[repro]'"
@@ -97,7 +97,9 @@ def rerun_commands(report: str) -> list[str]:
 
 
 @pytest.mark.parametrize("hidden", ["numpy", "torch"])
-def test_a_case_that_cannot_import_the_stack_says_to_install_the_repro_extra(tmp_path, hidden):
+def test_a_case_that_cannot_import_the_stack_says_to_install_the_repro_extra(
+    tmp_path: Path, hidden: str
+) -> None:
     """The documented install once lacked numpy: every case failed with 'No module named numpy' and
     nothing said what to install. Now each row says it, in the report and in the JSON."""
     python = venv_without(tmp_path / "venv", hidden)
@@ -131,7 +133,9 @@ def _case_module(folder: Path, name: str, body: str) -> Repro:
         ("import torch.no_such_module", "the installed torch lacks it: upgrade it: pip install -U torch"),
     ],
 )
-def test_a_case_that_cannot_import_a_library_names_the_package(tmp_path, monkeypatch, body, says):
+def test_a_case_that_cannot_import_a_library_names_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, says: str
+) -> None:
     """Real children (forked and fresh) that fail the import; the row names what to install."""
     python = venv_without(tmp_path / "venv", "fla", "transformers")
     monkeypatch.setattr(sys, "executable", python)  # fresh children start with the venv's python
@@ -145,7 +149,7 @@ def test_a_case_that_cannot_import_a_library_names_the_package(tmp_path, monkeyp
 
 
 @pytest.mark.skipif(has_gpu, reason="a GPU is visible: --device cuda runs")
-def test_device_cuda_without_cuda_is_one_line_that_says_use_cpu():
+def test_device_cuda_without_cuda_is_one_line_that_says_use_cpu() -> None:
     """It said 'run again alone: the first run shared the GPU' on every row of a CPU torch."""
     result = doctor("repro", "rotary-dim", "--device", "cuda")
     assert result.returncode == 2, result.stdout + result.stderr
@@ -157,9 +161,9 @@ def test_device_cuda_without_cuda_is_one_line_that_says_use_cpu():
 
 
 @pytest.mark.skipif(has_gpu, reason="a GPU is visible: --device cuda runs")
-def test_children_without_a_gpu_say_so_and_are_not_run_again_alone():
+def test_children_without_a_gpu_say_so_and_are_not_run_again_alone() -> None:
     """The children's own check, behind the CLI's: torch in the child says why it has no GPU."""
-    work = [(ROTARY, case, ()) for case in ROTARY.cases]
+    work: list[Work] = [(ROTARY, case, ()) for case in ROTARY.cases]
     results = run_cases(work, RunOptions(device="cuda", timeout_s=120, jobs=2))
     for result in results:
         assert result.status is Status.ERROR
@@ -167,7 +171,7 @@ def test_children_without_a_gpu_say_so_and_are_not_run_again_alone():
         assert "CPU build" in result.detail or "sees no GPU" in result.detail
 
 
-def test_list_has_a_header_and_titles_a_user_understands():
+def test_list_has_a_header_and_titles_a_user_understands() -> None:
     result = doctor("repro", "--list")
     assert result.returncode == 0, result.stderr
     first, *rest = result.stdout.splitlines()
@@ -187,13 +191,13 @@ def test_list_has_a_header_and_titles_a_user_understands():
             assert resolve(reference, rules)[0] is repro
 
 
-def test_titles_name_the_library_and_the_release():
+def test_titles_name_the_library_and_the_release() -> None:
     for repro in REPROS:
         assert re.search(r"^(transformers|flash-linear-attention)\b", repro.title), repro.title
         assert re.search(r"\d+\.\d+", repro.title), repro.title
 
 
-def test_list_and_report_fit_80_columns():
+def test_list_and_report_fit_80_columns() -> None:
     listing = doctor("repro", "--list", columns=80)
     assert listing.returncode == 0 and lines_wider_than(listing.stdout, 80) == [], listing.stdout
     assert lines_wider_than(doctor("repro", "--list").stdout, 80)  # a pipe without COLUMNS: unwrapped

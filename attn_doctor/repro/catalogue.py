@@ -6,10 +6,10 @@ and is only imported inside a child process.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from attn_doctor.engine.loader import RuleSet
+from attn_doctor.engine.references import rules_citing
 from attn_doctor.errors import InputError
 
 
@@ -83,8 +83,6 @@ REPROS: tuple[Repro, ...] = (
     ),
 )
 
-_SHORT_ISSUE = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)#(?P<number>\d+)$")
-
 
 def find_repro(repro_id: str) -> Repro | None:
     return next((repro for repro in REPROS if repro.id == repro_id), None)
@@ -94,8 +92,7 @@ def resolve(name: str, rules: RuleSet) -> tuple[Repro, str | None]:
     """A repro from a rule id, a repro id, an upstream URL or ``owner/repo#N``; and the rule id."""
     rule = rules.get(name)
     if rule is None:
-        url = _issue_url(name)
-        rule = next((r for r in rules.rules if any(_same_issue(url, ref) for ref in r.references)), None)
+        rule = next(iter(rules_citing(name, rules.rules)), None)
     if rule is not None:
         if rule.repro is None or find_repro(rule.repro) is None:
             raise InputError(name, f"rule {rule.id} has no bundled reproduction")
@@ -108,19 +105,3 @@ def resolve(name: str, rules: RuleSet) -> tuple[Repro, str | None]:
         )
     linked = next((r.id for r in rules.rules if r.repro == repro.id), None)
     return repro, linked
-
-
-def _issue_url(name: str) -> str:
-    match = _SHORT_ISSUE.match(name.strip())
-    if match:
-        return f"https://github.com/{match['repo']}/issues/{match['number']}"
-    return name.strip()
-
-
-def _same_issue(wanted: str, reference: str) -> bool:
-    """``/issues/N`` and ``/pull/N`` of one repository are the same number space on GitHub."""
-
-    def key(url: str) -> str:
-        return re.sub(r"/(issues|pull)/(\d+).*$", r"/#\2", url.rstrip("/").lower())
-
-    return key(wanted) == key(reference)

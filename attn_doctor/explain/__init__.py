@@ -20,12 +20,13 @@ bounded cost per candidate line. benchmarks/explain_throughput.py measures it on
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from attn_doctor.config import Config
 from attn_doctor.engine.loader import database_path, load_rules
 from attn_doctor.engine.matcher import match
+from attn_doctor.explain.origins import ErrorLines, Origin, origins
 from attn_doctor.explain.rank import Cause, rank
 from attn_doctor.explain.reader import Block, LogReader, open_log
 from attn_doctor.explain.scan import scan
@@ -33,6 +34,7 @@ from attn_doctor.explain.symptoms import compile_symptoms
 from attn_doctor.facts import log_facts  # the module: log_facts reads logs with this package's reader
 from attn_doctor.facts.assemble import EnvironmentInputs, assemble
 from attn_doctor.facts.model import Environment
+from attn_doctor.releases.messages import catalogue
 
 EXIT_CAUSE_FOUND, EXIT_NO_CAUSE, EXIT_INPUT_ERROR = 0, 1, 2
 
@@ -46,6 +48,7 @@ class Explanation:
     causes: list[Cause]  # most likely first
     rules_with_symptoms: int
     problems: list[str]  # input problems (a bad --rules file, broken metadata): exit 2
+    origins: list[Origin] = field(default_factory=list)  # where its error lines come from (catalogue)
 
     @property
     def exit_code(self) -> int:
@@ -59,9 +62,10 @@ def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules:
     ruleset = load_rules([database_path(), *extra_rules])
     symptoms = compile_symptoms(ruleset.rules)
     stated = log_facts.LogFactCollector()
+    error_lines = ErrorLines()
     with open_log(source) as stream:
         reader = LogReader(stream, source)
-        hits = scan(_feeding(reader, stated), symptoms)
+        hits = scan(_feeding(reader, stated, error_lines), symptoms)
     env, fact_problems = assemble(replace(inputs, log=stated.facts), config)
     observed = tuple(stated.facts.missing)
     findings = [match(rule, env, observed=observed) for rule in ruleset.rules]
@@ -73,6 +77,7 @@ def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules:
         causes=rank(findings, symptoms, hits, stated.facts.innermost_package),
         rules_with_symptoms=sum(bool(rule.symptoms) for rule in ruleset.rules),
         problems=[*ruleset.problems, *fact_problems, *_truncation(reader)],
+        origins=origins(error_lines.lines(), catalogue()),
     )
 
 
@@ -82,8 +87,11 @@ def _truncation(reader: LogReader) -> list[str]:
     return [f"{reader.name}: only the first {reader.max_bytes >> 30} GiB were read (give the end of the log)"]
 
 
-def _feeding(blocks: Iterable[Block], collector: log_facts.LogFactCollector) -> Iterator[Block]:
-    """The blocks, each also read for the facts the log states (one pass over the log)."""
+def _feeding(
+    blocks: Iterable[Block], collector: log_facts.LogFactCollector, error_lines: ErrorLines
+) -> Iterator[Block]:
+    """The blocks, each also read for the facts the log states and its error lines (one pass)."""
     for block in blocks:
         collector.feed(block)
+        error_lines.feed(block)
         yield block

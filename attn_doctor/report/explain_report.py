@@ -14,10 +14,12 @@ from attn_doctor import __version__
 from attn_doctor.engine.fix_pins import reconcile
 from attn_doctor.engine.matcher import RELEASE, Finding, Verdict
 from attn_doctor.explain import Explanation
+from attn_doctor.explain.origins import Origin
 from attn_doctor.explain.rank import Cause, SymptomMatch
 from attn_doctor.explain.scan import Occurrence
 from attn_doctor.facts.log_facts import FROM_THE_LOG
 from attn_doctor.facts.model import Environment
+from attn_doctor.releases.messages import Message
 
 EXPLAIN_SCHEMA_ID = "attn-doctor/explain"
 EXPLAIN_SCHEMA_VERSION = 1
@@ -51,8 +53,41 @@ def to_text(explanation: Explanation, verbose: bool = False) -> str:
             f"them): {', '.join(folded)}",
             "",
         ]
+    lines.extend(_origin_lines(explanation.origins, verbose))
     lines.extend(_summary_lines(explanation))
     return "\n".join(lines) + "\n"
+
+
+SHOWN_ORIGINS = 3  # the last error lines; -v shows every one
+
+
+def _origin_lines(origins: list[Origin], verbose: bool) -> list[str]:
+    """Where the log's error lines come from, as the releases' own code says (the catalogue)."""
+    if not origins:
+        return []
+    shown = origins if verbose else origins[-SHOWN_ORIGINS:]
+    more = "" if len(shown) == len(origins) else f" (the last {len(shown)} of {len(origins)}; -v: all)"
+    lines = [f"Where its messages come from, in the releases' own code{more}:"]
+    for origin in shown:
+        text = _CONTROL.sub("\N{REPLACEMENT CHARACTER}", origin.text)
+        lines.append(f"  line {origin.line}: {text[:SHOWN_CHARS]}")
+        for message in origin.messages[: None if verbose else 1]:
+            lines.append(f"    {_origin_text(message)}")
+        if not verbose and len(origin.messages) > 1:
+            lines.append(f"    (and {len(origin.messages) - 1} other places with the same words: -v)")
+    return [*lines, ""]
+
+
+def _origin_text(message: Message) -> str:
+    kind = {"warning": "warned", "assert": "asserted"}.get(message.kind)
+    if kind is None:
+        kind = (
+            f"logged ({message.kind.removeprefix('log.')})"
+            if message.kind.startswith("log.")
+            else (f"{message.kind} raised")
+        )
+    text = f"{kind} by {message.where()} in {message.release_text()}"
+    return text + (f", when {message.guard}" if message.guard else "")
 
 
 def _lines(count: int) -> str:
@@ -186,6 +221,26 @@ def to_json(explanation: Explanation) -> str:
         "environment": explanation.environment.to_json_dict(),
         "rules_with_symptoms": explanation.rules_with_symptoms,
         "causes": [_cause_dict(rank, cause) for rank, cause in enumerate(explanation.causes, 1)],
+        "origins": [
+            {
+                "line": origin.line,
+                "text": origin.text,
+                "messages": [
+                    {
+                        "id": m.id,
+                        "package": m.package,
+                        "file": m.file,
+                        "function": m.function,
+                        "kind": m.kind,
+                        "template": m.template,
+                        "releases": [list(run) for run in m.releases],
+                        "guard": m.guard,
+                    }
+                    for m in origin.messages
+                ],
+            }
+            for origin in explanation.origins
+        ],
         "problems": explanation.problems,
         "exit_code": explanation.exit_code,
     }

@@ -1,0 +1,61 @@
+"""Where a log's error and warning lines come from: the message catalogue's entries that print them.
+
+A maintainer answers a report by searching its message in the source; this does it for every
+release at once. While the log is read, the lines that look like an error or a warning are kept
+(the last MAX_LINES distinct ones: memory does not grow with the log); afterwards each is matched
+against the whole catalogue in one RE2 set pass. No rule is needed: a message no rule covers is
+still reported with its package, function, releases and guard.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from attn_doctor.explain.reader import Block
+from attn_doctor.explain.symptoms import lines_containing
+from attn_doctor.releases.messages import Catalogue, Message
+
+MAX_LINES = 256
+# what an error or warning line holds: exception names, compiler and logger levels, asserts
+_MARKS = (b"Error", b"Exception", b"Warning", b"error:", b"warning:", b"Assertion", b"WARNING", b"ERROR")
+
+
+@dataclass(frozen=True)
+class Origin:
+    line: int  # 1-based line number in the log
+    text: str
+    messages: tuple[Message, ...]  # the entries that can print it, most specific first
+
+
+class ErrorLines:
+    """The distinct error-shaped lines of a log, the last MAX_LINES of them, with line numbers."""
+
+    def __init__(self) -> None:
+        self._lines: OrderedDict[bytes, int] = OrderedDict()
+
+    def feed(self, block: Block) -> None:
+        spans = sorted({span for mark in _MARKS for span in lines_containing(block.text, mark)})
+        line, counted_to = block.first_line, 0
+        for start, end in spans:
+            line += block.text.count(b"\n", counted_to, start)
+            counted_to = start
+            text = block.text[start:end]
+            self._lines.pop(text, None)
+            self._lines[text] = line
+            if len(self._lines) > MAX_LINES:
+                self._lines.popitem(last=False)
+
+    def lines(self) -> Iterator[tuple[int, str]]:
+        for text, line in sorted(self._lines.items(), key=lambda item: item[1]):
+            yield line, text.decode("utf-8", "replace").strip()
+
+
+def origins(lines: Iterable[tuple[int, str]], catalogue: Catalogue) -> list[Origin]:
+    found = []
+    for line, text in lines:
+        messages = catalogue.origins(text)
+        if messages:
+            found.append(Origin(line, text, tuple(messages)))
+    return found

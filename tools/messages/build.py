@@ -1,0 +1,143 @@
+"""Merge what every release says into the catalogue: one entry per message, with its releases.
+
+An entry is a message of one function (the same file, function, kind and template) and the runs
+of releases that carry it. Its ``pattern`` is the template's first line with each field a bounded
+wildcard, its ``literal`` the longest literal part (the prefilter explain uses); a template whose
+literal is shorter than MIN_LITERAL says too little to name an origin and is left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import json
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tools.messages.interface import MessageSource
+from tools.messages.python_source import FIELD, RawMessage, extract
+
+MIN_LITERAL = 16
+FIELD_PATTERN = ".{0,200}"  # a formatted value: bounded, so a line is matched in linear time
+OUT = Path(__file__).resolve().parents[2] / "attn_doctor" / "releases" / "snapshot" / "messages.json.gz"
+
+
+def pattern_of(template: str) -> tuple[str, str] | None:
+    """(RE2 pattern, longest literal) for the first line of ``template`` that has enough text."""
+    for line in template.splitlines():
+        parts = [part for part in line.split(FIELD)]
+        literal = max((part.strip() for part in parts), key=len, default="")
+        if len(literal) >= MIN_LITERAL:
+            inner = [re.escape(part) for part in parts]
+            pattern = FIELD_PATTERN.join(inner).strip()
+            while pattern.startswith(FIELD_PATTERN):
+                pattern = pattern[len(FIELD_PATTERN) :]
+            while pattern.endswith(FIELD_PATTERN):
+                pattern = pattern[: -len(FIELD_PATTERN)]
+            return pattern, literal
+    return None
+
+
+def runs(present: Sequence[bool], versions: Sequence[str]) -> list[list[str]]:
+    """The consecutive runs of ``versions`` where ``present`` holds, as [first, last] pairs."""
+    out: list[list[str]] = []
+    start: str | None = None
+    for index, (here, version) in enumerate(zip(present, versions)):
+        if here and start is None:
+            start = version
+        if start is not None and (not here or index == len(versions) - 1):
+            out.append([start, version if here else versions[index - 1]])
+            start = None
+    return out
+
+
+def merge(
+    distribution: str, per_release: Iterable[tuple[str, list[RawMessage]]]
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """(releases read, entries) from each release's messages, releases oldest first."""
+    versions: list[str] = []
+    seen: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for version, found in per_release:
+        versions.append(version)
+        for message in found:
+            key = (message.file, message.function, message.kind, message.template)
+            entry = seen.setdefault(key, {"message": message, "versions": set()})
+            entry["versions"].add(version)
+            entry["message"] = message  # the newest release's guard
+    entries = []
+    for (file, function, kind, template), entry in seen.items():
+        shaped = pattern_of(template)
+        if shaped is None:
+            continue
+        module = file.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+        entries.append(
+            {
+                "id": f"{distribution}:{module}.{function}" if function else f"{distribution}:{module}",
+                "package": distribution,
+                "file": file,
+                "function": function,
+                "kind": kind,
+                "template": template,
+                "pattern": shaped[0],
+                "literal": shaped[1],
+                "releases": runs([v in entry["versions"] for v in versions], versions),
+                "guard": entry["message"].guard,
+            }
+        )
+    entries.sort(key=lambda e: (e["id"], e["template"]))
+    return versions, entries
+
+
+def build(sources: Sequence[MessageSource], cache: Path) -> dict[str, Any]:
+    packages: dict[str, Any] = {}
+    messages: list[dict[str, Any]] = []
+    for source in sources:
+        per_release = (
+            (version, [m for path, text in source.files(cache, version) for m in extract(text, path)])
+            for version in source.releases(cache)
+        )
+        versions, entries = merge(source.distribution, per_release)
+        packages[source.distribution] = {
+            "releases_read": versions,
+            "entries": len(entries),
+            "unread": source.unread(cache),
+        }
+        messages += entries
+    return {
+        "generated": datetime.date.today().isoformat(),
+        "source": "python -m tools.messages.build (the released files of each package; see tools/messages/)",
+        "packages": packages,
+        "messages": messages,
+    }
+
+
+def write(catalogue: dict[str, Any], out: Path = OUT) -> None:
+    data = json.dumps(catalogue, separators=(",", ":"), sort_keys=True).encode()
+    with gzip.GzipFile(out, "wb", mtime=0) as handle:  # mtime 0: the same catalogue, the same bytes
+        handle.write(data)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tools.messages.sources import SOURCES
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--cache", type=Path, required=True, help="the release trees (tools/api_changes.py fetch)"
+    )
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--packages", nargs="*", help="only these distributions")
+    args = parser.parse_args(argv)
+    chosen = [s for s in SOURCES if not args.packages or s.distribution in args.packages]
+    catalogue = build(chosen, args.cache)
+    write(catalogue, args.out)
+    for name, info in catalogue["packages"].items():
+        releases, unread = len(info["releases_read"]), len(info["unread"])
+        print(f"{name}: {releases} releases, {info['entries']} messages, {unread} unread")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

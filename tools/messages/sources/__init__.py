@@ -1,0 +1,24 @@
+"""The message sources, one per upstream; build.py reads them all."""
+
+from __future__ import annotations
+
+from tools.messages.interface import MessageSource
+from tools.messages.sources.cached_trees import CachedTrees
+
+TRANSFORMERS = CachedTrees(
+    "transformers",
+    "transformers",
+    (
+        "modeling_utils.py",
+        "integrations/*.py",
+        "masking_utils.py",
+        "cache_utils.py",
+        "modeling_flash_attention_utils.py",
+        "generation/*.py",
+        "utils/import_utils.py",
+        "models/*/modeling_*.py",
+    ),
+    floor="4.36.0",
+)
+
+SOURCES: list[MessageSource] = [TRANSFORMERS]

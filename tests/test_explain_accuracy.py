@@ -2,6 +2,11 @@
 
 The corpus is for tuning, not the measure (reports nobody here has seen are): a rule that only
 fits its own case is a bad rule even when this test passes.
+
+Cases with a `batch` (added together and scored apart by benchmarks/explain_accuracy.py, e.g. the
+current-release batches whose first-sight scores are in docs/performance.md) are outside the floors:
+the floors hold on the cases without a batch. An `expected` of `new:<id>` names a rule family that
+does not exist yet.
 """
 
 from __future__ import annotations
@@ -27,14 +32,17 @@ def test_corpus_spread_and_accuracy_floors() -> None:
     assert all(families[family] >= minimum for family, minimum in SPREAD.items()), families
     assert sum(case["expected"] == "usage" for case in cases) >= 10
     top1 = blamed = 0
+    floored = [case for case in cases if not case.get("batch")]
     for case in cases:
         causes = ranked(case)
         assert not isinstance(causes, str), (case["url"], causes)
+        if case.get("batch"):
+            continue
         hit1, _, blame = score(case, causes)
         top1 += hit1
         blamed += blame
     assert blamed == 0
-    assert top1 / len(cases) >= TOP1_FLOOR, f"top-1 {top1}/{len(cases)}"
+    assert top1 / len(floored) >= TOP1_FLOOR, f"top-1 {top1}/{len(floored)} (cases without a batch)"
 
 
 def test_every_expected_rule_exists() -> None:
@@ -42,4 +50,5 @@ def test_every_expected_rule_exists() -> None:
 
     ids = {rule.id for rule in load_rules().rules} | {"usage", "none"}
     expected = {tomllib.loads(p.read_text(encoding="utf-8"))["expected"] for p in CASES.glob("*/*.toml")}
-    assert not expected - ids, sorted(expected - ids)
+    unknown = {name for name in expected - ids if not name.startswith("new:")}  # new: a rule to write
+    assert not unknown, sorted(unknown)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tools.messages import cpp_source
 from tools.messages.interface import MessageSource
 from tools.messages.python_source import FIELD, RawMessage, extract
 
@@ -91,12 +92,19 @@ def merge(
     return versions, entries
 
 
+def extract_file(text: str, path: str) -> list[RawMessage]:
+    """A file's messages: C++/CUDA sources (by suffix) read by cpp_source, any other as Python."""
+    if path.endswith(cpp_source.SUFFIXES):
+        return cpp_source.extract(text, path)
+    return extract(text, path)
+
+
 def build(sources: Sequence[MessageSource], cache: Path) -> dict[str, Any]:
     packages: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
     for source in sources:
         per_release = (
-            (version, [m for path, text in source.files(cache, version) for m in extract(text, path)])
+            (version, [m for path, text in source.files(cache, version) for m in extract_file(text, path)])
             for version in source.releases(cache)
         )
         versions, entries = merge(source.distribution, per_release)

@@ -4,6 +4,8 @@ For every ``raise E(msg)``, ``warnings.warn(msg)``, ``logger.warning/error/...(m
 ``assert test, msg`` the message is rebuilt as a template: literal text kept, each formatted field
 (f-string, ``%``, ``.format``, a variable) a ``{}``. The guard is the source of the condition that
 leads there: the enclosing ``if`` tests (negated on the ``else`` side), or the assert's test.
+An exception class's own text counts too (kind: the class): ``self.message = ...`` (and ``+=``) or
+``super().__init__(...)`` in its ``__init__``, what its ``__str__`` returns.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 FIELD = "{}"
@@ -19,6 +21,8 @@ _LOG_METHODS = {"warning", "warn", "error", "critical", "exception", "fatal", "w
 _PERCENT = re.compile(r"%(\([^)]*\))?[-#0 +]*\d*(\.\d+)?[sdifrxXeEgGc%]")
 _FORMAT_FIELD = re.compile(r"\{[^{}]*\}")
 MAX_GUARD = 240
+_EXCEPTION_NAME = re.compile(r"(Error|Exception|Warning)$")
+_MESSAGE_ATTRIBUTES = {"message", "msg"}
 
 
 @dataclass(frozen=True)
@@ -50,19 +54,51 @@ class _Visitor(ast.NodeVisitor):
         self.guards: list[str] = []
         self.strings: dict[str, ast.expr] = {}  # the function's names bound to text: preface = "..."
         self.found: list[RawMessage] = []
+        self.exceptions: list[bool] = []  # per scope: whether it is an exception class
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         self.scope.append(node.name)
+        self.exceptions.append(isinstance(node, ast.ClassDef) and _exception_class(node))
         saved, self.guards = self.guards, []
         saved_strings, self.strings = self.strings, dict(self.strings)
         self.generic_visit(node)
         self.guards, self.strings = saved, saved_strings
+        self.exceptions.pop()
         self.scope.pop()
+
+    def _owner(self, method: str) -> str | None:
+        """The exception class whose ``method`` this is directly in, if it is."""
+        if len(self.scope) >= 2 and self.scope[-1] == method and self.exceptions[-2]:
+            return self.scope[-2]
+        return None
 
     def visit_Assign(self, node: ast.Assign) -> None:  # noqa: N802
         target = node.targets[0] if len(node.targets) == 1 else None
         if isinstance(target, ast.Name) and template_of(node.value, {}) not in (None, FIELD):
             self.strings[target.id] = node.value
+        owner = self._owner("__init__")
+        if owner and target is not None and _self_message(target):
+            self._add(owner, node.value, self._guard())
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:  # noqa: N802
+        """``self.message += "..."`` after ``self.message = ...``: the text goes on."""
+        owner, last = self._owner("__init__"), self.found[-1] if self.found else None
+        if (
+            owner
+            and _self_message(node.target)
+            and isinstance(node.op, ast.Add)
+            and last is not None
+            and (last.kind, last.function) == (owner, ".".join(self.scope))
+        ):
+            more = template_of(node.value, self.strings)
+            self.found[-1] = replace(last, template=last.template + (more or FIELD))
+        self.generic_visit(node)
+
+    def visit_Return(self, node: ast.Return) -> None:  # noqa: N802
+        owner = self._owner("__str__")
+        if owner and node.value is not None:
+            self._add(owner, node.value, self._guard())
         self.generic_visit(node)
 
     visit_FunctionDef = _function  # noqa: N815 (ast.NodeVisitor's naming)
@@ -96,6 +132,8 @@ class _Visitor(ast.NodeVisitor):
             self._add("warning", node.args[0], self._guard())
         elif node.args and callee.rsplit(".", 1)[-1] in _LOG_METHODS and _logger_like(callee):
             self._add(f"log.{callee.rsplit('.', 1)[-1].removesuffix('_once')}", node.args[0], self._guard())
+        elif node.args and (owner := self._owner("__init__")) and _super_init(node.func):
+            self._add(owner, node.args[0], self._guard())
         self.generic_visit(node)
 
     def _guard(self) -> str:
@@ -152,6 +190,32 @@ def _field(part: ast.expr, inner: Any) -> str:
         text = inner(part.value)
         return text if text is not None else FIELD
     return FIELD
+
+
+def _exception_class(node: ast.ClassDef) -> bool:
+    """Whether a class looks like an exception (its name or a base's ends in Error/Exception/Warning)."""
+    names = [node.name, *(_callee(base).rsplit(".", 1)[-1] for base in node.bases)]
+    return any(_EXCEPTION_NAME.search(name) for name in names)
+
+
+def _self_message(target: ast.expr) -> bool:
+    """``self.message`` / ``self.msg``."""
+    return (
+        isinstance(target, ast.Attribute)
+        and target.attr in _MESSAGE_ATTRIBUTES
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    )
+
+
+def _super_init(func: ast.expr) -> bool:
+    """``super().__init__``."""
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "__init__"
+        and isinstance(func.value, ast.Call)
+        and _callee(func.value.func) == "super"
+    )
 
 
 def _callee(func: ast.expr) -> str:

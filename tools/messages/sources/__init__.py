@@ -22,3 +22,11 @@ TRANSFORMERS = CachedTrees(
 )
 
 SOURCES: list[MessageSource] = [TRANSFORMERS]
+
+from tools.messages.sources.fla import FLA  # noqa: E402
+from tools.messages.sources.flash_attn import FLASH_ATTN  # noqa: E402
+from tools.messages.sources.kernels import KERNELS  # noqa: E402
+from tools.messages.sources.triton import TRITON  # noqa: E402
+from tools.messages.sources.xformers import XFORMERS  # noqa: E402
+
+SOURCES += [FLASH_ATTN, XFORMERS, TRITON, FLA, KERNELS]

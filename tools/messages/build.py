@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 from tools.messages import cpp_source
 from tools.messages.interface import MessageSource
 from tools.messages.python_source import FIELD, RawMessage, extract
@@ -99,20 +101,32 @@ def extract_file(text: str, path: str) -> list[RawMessage]:
     return extract(text, path)
 
 
+def release_messages(source: MessageSource, cache: Path, version: str) -> list[RawMessage]:
+    """One release's messages: the source's own ``messages(cache, version)`` where it has one
+    (torch's C++ keeps only what the release's binary holds), else every file's."""
+    own = getattr(source, "messages", None)
+    if callable(own):
+        return list(own(cache, version))
+    return [m for path, text in source.files(cache, version) for m in extract_file(text, path)]
+
+
 def build(sources: Sequence[MessageSource], cache: Path) -> dict[str, Any]:
     packages: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
     for source in sources:
         per_release = (
-            (version, [m for path, text in source.files(cache, version) for m in extract_file(text, path)])
-            for version in source.releases(cache)
+            (version, release_messages(source, cache, version)) for version in source.releases(cache)
         )
         versions, entries = merge(source.distribution, per_release)
-        packages[source.distribution] = {
-            "releases_read": versions,
-            "entries": len(entries),
-            "unread": source.unread(cache),
-        }
+        info = {"releases_read": versions, "entries": len(entries), "unread": source.unread(cache)}
+        if source.distribution in packages:  # a second source of one distribution (torch's C++)
+            known = packages[source.distribution]
+            info = {
+                "releases_read": sorted(set(known["releases_read"]) | set(versions), key=Version),
+                "entries": known["entries"] + len(entries),
+                "unread": known["unread"] + info["unread"],
+            }
+        packages[source.distribution] = info
         messages += entries
     return {
         "generated": datetime.date.today().isoformat(),

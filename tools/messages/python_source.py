@@ -131,7 +131,7 @@ class _Visitor(ast.NodeVisitor):
         if node.args and callee in ("warnings.warn", "warn"):
             self._add("warning", node.args[0], self._guard())
         elif node.args and callee.rsplit(".", 1)[-1] in _LOG_METHODS and _logger_like(callee):
-            self._add(f"log.{callee.rsplit('.', 1)[-1].removesuffix('_once')}", node.args[0], self._guard())
+            self._add(f"log.{callee.rsplit('.', 1)[-1].removesuffix('_once')}", logged(node), self._guard())
         elif node.args and (owner := self._owner("__init__")) and _super_init(node.func):
             self._add(owner, node.args[0], self._guard())
         self.generic_visit(node)
@@ -190,6 +190,14 @@ def _field(part: ast.expr, inner: Any) -> str:
         text = inner(part.value)
         return text if text is not None else FIELD
     return FIELD
+
+
+def logged(call: ast.Call) -> ast.expr:
+    """A logging call's message: ``logger.warning("... %s", x)`` formats its %-fields with the
+    arguments that follow (read as ``"... %s" % (x,)``); a lone argument is the text as written."""
+    if len(call.args) < 2:
+        return call.args[0]
+    return ast.BinOp(left=call.args[0], op=ast.Mod(), right=ast.Tuple(elts=call.args[1:], ctx=ast.Load()))
 
 
 def _exception_class(node: ast.ClassDef) -> bool:

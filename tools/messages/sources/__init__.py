@@ -30,3 +30,11 @@ from tools.messages.sources.triton import TRITON  # noqa: E402
 from tools.messages.sources.xformers import XFORMERS  # noqa: E402
 
 SOURCES += [FLASH_ATTN, XFORMERS, TRITON, FLA, KERNELS]
+
+from tools.messages.sources.diffusers import DIFFUSERS  # noqa: E402
+from tools.messages.sources.sglang import SGLANG  # noqa: E402
+from tools.messages.sources.torch import TORCH  # noqa: E402
+from tools.messages.sources.torch_cpp import TORCH_CPP  # noqa: E402
+from tools.messages.sources.vllm import VLLM  # noqa: E402
+
+SOURCES += [TORCH, TORCH_CPP, VLLM, SGLANG, DIFFUSERS]

@@ -1,0 +1,21 @@
+"""SGLang's attention backends and the checks that choose them (python/sglang of its wheel).
+
+sglang/srt/layers/attention/ holds the backends from 0.3.x (0.3.0's was one file,
+srt/layers/attention_backend.py); server_args.py checks the --attention-backend asked for against
+the GPU and the installed kernels; model_runner.py (attention_registry.py later) builds it. Like
+vLLM's, SGLang's backend choice speaks at INFO level, so ``logger.info`` messages are read too.
+"""
+
+from __future__ import annotations
+
+from tools.messages.sources.vllm import EngineTrees
+
+SGLANG_INCLUDE = (
+    "sglang/srt/layers/attention_backend.py",  # 0.3.0
+    "sglang/srt/layers/attention/**/*.py",  # flashinfer, triton, fa3, flashmla, torch_native, registry
+    "sglang/srt/server_args.py",  # "... attention backend requires ..." checks
+    "sglang/srt/model_executor/model_runner.py",  # "Invalid attention backend", the backend's choice
+    "sglang/srt/platforms/*.py",
+)
+
+SGLANG = EngineTrees("sglang", "sglang", SGLANG_INCLUDE, floor="0.3.0")

@@ -543,15 +543,17 @@ def fix(
     from attn_doctor.config import FAIL_ON_LEVELS, project_config
     from attn_doctor.fixer.plan import run_fix
     from attn_doctor.report import fix_report
+    from attn_doctor.report.width import terminal_width
 
     _require_choice("--format", output_format, ("text", "json"))
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = project_config(config, project_path)
     inputs = _target(locals())
-    plan = run_fix(inputs, project, rules, fail_on)
+    # the search's progress on a terminal, for the human report (text here, "rich" in _live_progress)
+    plan = run_fix(inputs, project, rules, fail_on, live=output_format == "text" and _live_progress("rich"))
     if output is not None:
         fix_report.write_constraints(plan, output)
-    sys.stdout.write(fix_report.render(plan, output_format, output, verbose))
+    sys.stdout.write(fix_report.render(plan, output_format, output, verbose, terminal_width()))
     for problem in plan.before.problems:
         _error(problem)
     raise typer.Exit(plan.exit_code)

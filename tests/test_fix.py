@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from packaging.requirements import Requirement
 from referencing import Registry, Resource
-from support import cli, write_rule
+from support import cli, lines_wider_than, write_rule
 
 SEED = ("transformers==4.44.0", "flash-attn==2.3.6")
 # what a Gemma-2 training and generation project on FA2 uses
@@ -282,3 +282,26 @@ def test_malformed_requirements_file_is_one_line_exit_2(site, tmp_path):
     assert result.exit_code == 2
     assert result.stderr.startswith(f"attn-doctor: error: {requirements}:2: not a requirement")
     assert len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("extra", [["-v"], ["--gpu", "T4"]], ids=["unknowns-verbose", "stays-on-T4"])
+def test_text_fits_80_columns(tmp_path, monkeypatch, extra):
+    """Findings, what stays and why, the rejected versions (-v) and the "Not considered" lines
+    wrap at spaces within 80 columns; the pip command wraps with backslash line ends."""
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("torch==2.9.1+cu130\nflash-attn==2.8.3\ntransformers==4.44.0\n")
+    features = [
+        arg
+        for feature in ("flash_attention_2", "generate", "torch_compile")
+        for arg in ("--feature", feature)
+    ]
+    monkeypatch.setenv("COLUMNS", "80")
+    result = cli("fix", "--no-scan", "-r", requirements, *features, *extra)
+    assert result.exit_code in (0, 1), result.stdout + result.stderr
+    assert "Not considered (unknown: a fact is missing):" in result.stdout
+    assert ("Stays (" in result.stdout) == (extra != ["-v"]) and ("Not proposed:" in result.stdout) == (
+        extra == ["-v"]
+    )
+    assert lines_wider_than(result.stdout, 80) == []
+    monkeypatch.setenv("COLUMNS", "")  # a pipe nobody sized: whole lines, for grep
+    assert lines_wider_than(cli("fix", "--no-scan", "-r", requirements, *features, *extra).stdout, 80)

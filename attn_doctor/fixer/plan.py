@@ -6,6 +6,8 @@ The search runs on memoized verdicts; the plan is then checked again with `check
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from attn_doctor.facts.assemble import EnvironmentInputs, assemble
 from attn_doctor.facts.model import Environment
 from attn_doctor.fixer.candidates import Candidate, candidates, named_versions, suggested_versions
 from attn_doctor.fixer.evaluate import Evaluator, with_versions
+from attn_doctor.fixer.live import QUIET, SearchProgress
 from attn_doctor.fixer.search import Outcome, bound, search
 
 # conditions no pip command changes, as the report names them
@@ -83,7 +86,13 @@ class FixPlan:
     searched: list[str]  # the packages the search could change
     evaluated: int
     bounded: bool
-    rejected: list[Rejected] = field(default_factory=list)  # the alternatives, and why not
+    # the alternatives, and why not: worked out when a report asks (it matches every candidate
+    # again on top of the plan, and the text report shows it only with -v)
+    why_not: Callable[[], list[Rejected]] = field(default=list, repr=False, compare=False)
+
+    @functools.cached_property
+    def rejected(self) -> list[Rejected]:
+        return self.why_not()
 
     @property
     def exit_code(self) -> int:
@@ -93,15 +102,24 @@ class FixPlan:
 
 
 def run_fix(
-    inputs: EnvironmentInputs, config: Config, extra_rules: list[Path], fail_on: str | None
+    inputs: EnvironmentInputs,
+    config: Config,
+    extra_rules: list[Path],
+    fail_on: str | None,
+    live: bool = False,
 ) -> FixPlan:
-    """`check`'s environment and rules, then the plan. Raises InputError for bad what-if input."""
-    env, fact_problems = assemble(inputs, config)
-    ruleset = load_rules([database_path(), *extra_rules], trust_database=True)
-    return plan_fix(run_check(env, ruleset, config, fail_on, fact_problems=fact_problems), ruleset, config)
+    """`check`'s environment and rules, then the plan. Raises InputError for bad what-if input.
+    ``live``: show the search's progress on stderr (a terminal) while it runs."""
+    with SearchProgress(live) as progress:
+        env, fact_problems = assemble(inputs, config)
+        ruleset = load_rules([database_path(), *extra_rules], trust_database=True)
+        before = run_check(env, ruleset, config, fail_on, fact_problems=fact_problems)
+        return plan_fix(before, ruleset, config, progress)
 
 
-def plan_fix(before: CheckResult, ruleset: RuleSet, config: Config) -> FixPlan:
+def plan_fix(
+    before: CheckResult, ruleset: RuleSet, config: Config, progress: SearchProgress = QUIET
+) -> FixPlan:
     env = before.environment
     changeable = _changeable(before)
     scope = _in_scope(before)
@@ -119,7 +137,9 @@ def plan_fix(before: CheckResult, ruleset: RuleSet, config: Config) -> FixPlan:
             distinct=suggested,
         )
     evaluator = Evaluator(env, live)
-    result = search(evaluator, options)
+    progress.searching(searched, len(targets), len(evaluator.baseline))
+    result = search(evaluator, options, progress.tried)
+    progress.checking()
     after = run_check(with_versions(env, result.best.versions), ruleset, config, before.fail_on)
     cleared = {f.rule.id for f in before.failing()} - {f.rule.id for f in after.failing()}
     return FixPlan(
@@ -133,7 +153,7 @@ def plan_fix(before: CheckResult, ruleset: RuleSet, config: Config) -> FixPlan:
         searched=searched,
         evaluated=result.evaluated,
         bounded=result.bounded,
-        rejected=_rejected(options, result.best, evaluator, env),
+        why_not=lambda: _rejected(options, result.best, evaluator, env),
     )
 
 

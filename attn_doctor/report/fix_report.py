@@ -1,5 +1,6 @@
 """`attn-doctor fix` output: the text report, JSON (schemas/fix.schema.json) and the constraints
-file. Pure functions of the plan, except ``write_constraints``."""
+file. Pure functions of the plan, except ``write_constraints``. The text report fits ``width``
+columns (report.width: wrapped at spaces, the pip command with backslash line ends)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from attn_doctor import __version__
 from attn_doctor.errors import InputError
 from attn_doctor.fixer.plan import Change, FixPlan
+from attn_doctor.report.width import fit
 
 FIX_SCHEMA_ID = "attn-doctor/fix"
 FIX_SCHEMA_VERSION = 1
@@ -22,14 +24,21 @@ def pip_command(plan: FixPlan) -> str | None:
 
 
 def render(
-    plan: FixPlan, output_format: str, constraints_file: Path | None = None, verbose: bool = False
+    plan: FixPlan,
+    output_format: str,
+    constraints_file: Path | None = None,
+    verbose: bool = False,
+    width: int | None = None,
 ) -> str:
     if output_format == "json":
         return to_json(plan, constraints_file)
-    return to_text(plan, constraints_file, verbose)
+    return to_text(plan, constraints_file, verbose, width)
 
 
-def to_text(plan: FixPlan, constraints_file: Path | None = None, verbose: bool = False) -> str:
+def to_text(
+    plan: FixPlan, constraints_file: Path | None = None, verbose: bool = False, width: int | None = None
+) -> str:
+    """The human report; with ``width``, each line fitted to it (None: lines left whole)."""
     before, fail_on = plan.before, plan.before.fail_on
     failing = len(before.failing())
     lines = [f"attn-doctor fix (target: {before.environment.target})"]
@@ -62,13 +71,16 @@ def to_text(plan: FixPlan, constraints_file: Path | None = None, verbose: bool =
             lines.append(f"  ? {finding.rule.id}: {missing}")
     if plan.searched:
         bound = ", stopped at its bound" if plan.bounded else ""
-        lines += ["", f"Searched {', '.join(plan.searched)}: {plan.evaluated} combinations{bound}."]
+        tried = f"{plan.evaluated:,} combination{'s' * (plan.evaluated != 1)}"
+        lines += ["", f"Searched {', '.join(plan.searched)}: {tried}{bound}."]
     if verbose and plan.rejected:
         lines += ["", "Not proposed:"]
         lines += [f"  {r.package}=={r.version}: {r.reason}" for r in plan.rejected]
     if constraints_file is not None:
         lines.append(f"Constraints written to {constraints_file}.")
-    return "\n".join(lines) + "\n"
+    shell = f"  {command}" if command else None  # pasted as one command: backslash line ends
+    fitted = [part for line in lines for part in fit(line, width, shell=line == shell)]
+    return "\n".join(fitted) + "\n"
 
 
 def _change_lines(change: Change) -> list[str]:

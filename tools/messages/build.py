@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import gzip
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -107,7 +108,18 @@ def release_messages(source: MessageSource, cache: Path, version: str) -> list[R
     own = getattr(source, "messages", None)
     if callable(own):
         return list(own(cache, version))
-    return [m for path, text in source.files(cache, version) for m in extract_file(text, path)]
+    return [m for path, text in source.files(cache, version) for m in _parsed(text, path)]
+
+
+_PARSED: dict[tuple[str, str], list[RawMessage]] = {}
+
+
+def _parsed(text: str, path: str) -> list[RawMessage]:
+    """extract_file, once per distinct file: most files are the same in the next release."""
+    key = (path, hashlib.sha1(text.encode("utf-8", "replace")).hexdigest())
+    if key not in _PARSED:
+        _PARSED[key] = extract_file(text, path)
+    return _PARSED[key]
 
 
 def build(sources: Sequence[MessageSource], cache: Path) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from tools.messages.sources.cached_trees import DONE
 from tools.messages.sources.diffusers import DIFFUSERS
 from tools.messages.sources.sglang import SGLANG
 from tools.messages.sources.torch import CPP, TORCH, printable_strings, public_releases
-from tools.messages.sources.torch_cpp import TORCH_CPP, BinaryStrings, attention_strings, carried
+from tools.messages.sources.torch_cpp import TORCH_CPP, BinaryStrings, attention_strings, carried, library_of
 from tools.messages.sources.vllm import VLLM, extract_with_info
 
 FIXTURES = Path(__file__).parent / "fixtures" / "messages_engines"
@@ -212,6 +212,11 @@ def test_attention_strings_are_the_binary_lines_that_read_as_attention_messages(
     assert "Flash attention has been runtime disabled." in found
     assert "No available kernel.  Aborting execution." not in found  # no attention word in it
     assert not any(line.startswith(("../", "_Z")) for line in found)
+    schema = "_efficient_attention_forward(Tensor query, Tensor key, Tensor value) -> Tensor"
+    noise = "Flash attention kernel not used because:G"  # the string and the byte that follows it
+    assert attention_strings(BinaryStrings({schema, noise, "Flash attention kernel not used because:"})) == [
+        "Flash attention kernel not used because:"
+    ]
 
 
 def torch_cpp_cache(tmp_path: Path) -> Path:
@@ -262,12 +267,37 @@ def test_torch_cpp_keeps_what_the_binary_holds_and_the_wheels_own_headers(tmp_pa
     )  # one entry, not one per pooled copy
 
 
-def test_torch_cpp_says_what_the_binary_has_that_no_entry_holds(tmp_path: Path) -> None:
+def test_torch_cpp_takes_the_binarys_attention_strings_no_source_holds(tmp_path: Path) -> None:
     cache = torch_cpp_cache(tmp_path)
+    found = {m.template: m for m in TORCH_CPP.messages(cache, "2.1.0")}
+    mask = found["Both fused kernels do not support non-null attn_mask."]  # 2.1's wording, in no pooled file
+    assert (mask.file, mask.function, mask.kind, mask.guard) == (
+        "torch/lib/libtorch_cuda.so",
+        "",
+        "binary string",
+        "",
+    )
+    assert "Flash attention kernel not used because:" not in TORCH_CPP.uncovered(
+        cache, "2.1.0"
+    )  # a source has it
     assert "Both fused kernels do not support non-null attn_mask." in TORCH_CPP.uncovered(cache, "2.1.0")
     unread = TORCH_CPP.unread(cache)
     assert any("could not be downloaded" in line and "torch 2.1.0" in line for line in unread)
-    assert any("attention strings of libtorch_cuda/cpu.so in no entry" in line for line in unread)
+    assert any("attention messages read only as strings of libtorch_cuda/cpu.so" in line for line in unread)
+
+
+def test_a_pooled_message_is_looked_for_in_the_library_that_compiles_its_file(tmp_path: Path) -> None:
+    cache = torch_cpp_cache(tmp_path)
+    release = tmp_path / CPP / "2.1.0"
+    (release / "libtorch_cuda.so.strings.gz").rename(release / "libtorch_cpu.so.strings.gz")
+    found = {m.template for m in TORCH_CPP.messages(cache, "2.1.0")}
+    assert "No available kernel.  Aborting execution." not in found  # cuda/sdp_utils.cpp: not in libtorch_cpu
+    assert "Flash attention has been runtime disabled." in found  # the header: either library
+    assert library_of(SDP) == "libtorch_cuda.so"
+    assert library_of("aten/src/ATen/native/transformers/sdp_utils_cpp.cpp") == "libtorch_cpu.so"
+    assert library_of("aten/src/ATen/native/transformers/attention.cpp") == "libtorch_cpu.so"
+    assert library_of("aten/src/ATen/native/cudnn/MHA.cpp") == "libtorch_cuda.so"
+    assert library_of("aten/src/ATen/native/transformers/sdp_utils_cpp.h") is None
 
 
 def test_torch_cpp_prefers_the_releases_own_source(tmp_path: Path) -> None:

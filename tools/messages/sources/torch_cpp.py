@@ -12,9 +12,13 @@ files. What is read, per release, best first:
    label's SOURCE naming the repository, commit and how it was read). A pooled message counts
    for a release only when every literal piece of its text is among the printable strings of
    that release's libtorch_cuda.so / libtorch_cpu.so (c10::str keeps each literal argument a
-   separate string; a piece made of several is found as their concatenation). So a release is
-   credited only with wordings its binary holds, and a wording the pool lacks is not invented:
-   ``unread`` counts, per release, the attention strings of the binary no entry accounts for.
+   separate string; a piece made of several is found as their concatenation), in the library
+   that compiles the file (cuda/ and cudnn/ files: libtorch_cuda.so; attention.cpp and
+   sdp_utils_cpp.cpp: libtorch_cpu.so; a header: either). So a release is credited only with
+   wordings its binary holds (a ROCm-only or DEBUG-only check never is).
+4. The binary's own strings: an attention message of the library that no source entry holds
+   (a wording the pool lacks) is an entry of kind ``binary string``, file ``torch/lib/<library>``,
+   with no function or guard; ``unread`` says how many each release has.
 """
 
 from __future__ import annotations
@@ -54,9 +58,9 @@ RAW = "https://raw.githubusercontent.com/pytorch/pytorch/{commit}/{path}"
 MIN_PIECE = 8  # a shorter literal run says too little (and ``strings -n 4`` drops the shortest)
 # a binary string that speaks of attention (what ``unread`` counts when no entry holds it)
 _ATTENTION = re.compile(
-    r"attention|Attention|sdp|SDPA|fused kernel|Fused kernel|head_dim|attn_mask|cuDNN|cudnn|Mem efficient|"
-    r"FlashAttention|flash"
+    r"[Aa]ttention|sdp|SDPA|[Ff]used kernel|head_dim|attn_mask|Mem efficient|FlashAttention|[Ff]lash|MHA"
 )
+_NOT_A_MESSAGE = re.compile(r"\(Tensor|Tensor\?|->|%|::|INTERNAL ASSERT FAILED at|\.(cpp|cu|h)\b")
 
 
 @dataclass
@@ -134,12 +138,37 @@ def carried(template: str, binary: BinaryStrings) -> bool:
 
 
 def attention_strings(binary: BinaryStrings) -> list[str]:
-    """The strings of a binary that read as attention messages (words, 16+ characters)."""
+    """The strings of a binary that read as attention messages: words (16+ characters, a space),
+    an attention term, not an operator schema, TorchScript or an INTERNAL ASSERT's file:line, not
+    another string with one more byte."""
     return sorted(
         line
         for line in binary.lines
-        if len(line) >= 16 and " " in line and _ATTENTION.search(line) and not line.startswith(("/", "."))
+        if len(line) >= 16
+        and " " in line
+        and line[0].isalpha()
+        and _ATTENTION.search(line)
+        and not _NOT_A_MESSAGE.search(line)
+        and line[:-1] not in binary.lines  # a string and the byte after it: noise
     )
+
+
+def library_of(path: str) -> str | None:
+    """The library a C++ file is compiled into (None: a header, inlined in either)."""
+    if path.endswith((".h", ".cuh")):
+        return None
+    if "/cuda/" in path or "/cudnn/" in path or path.endswith(".cu"):
+        return "libtorch_cuda.so"
+    return "libtorch_cpu.so"
+
+
+@dataclass(frozen=True)
+class Analysis:
+    messages: list[RawMessage]
+    from_binary: int  # messages read only as strings of a library
+
+
+_ANALYSED: dict[tuple[str, str], Analysis] = {}
 
 
 @dataclass(frozen=True)
@@ -180,30 +209,57 @@ class TorchCpp:
             yield name, text
 
     def pool_labels(self, cache: Path) -> list[str]:
-        """The pool's labels, newest first (a label starts with its date: 2026-05-main)."""
+        """The pool's labels, newest first (a label starts with its year: 2026-main-...)."""
         base = cache / self.folder / "pool"
         return sorted((p.name for p in base.iterdir() if p.is_dir()), reverse=True) if base.is_dir() else []
 
-    def binary(self, cache: Path, version: str) -> BinaryStrings:
-        return BinaryStrings.read(sorted((cache / self.folder / version).glob("*.strings.gz")))
+    def binaries(self, cache: Path, version: str) -> dict[str, BinaryStrings]:
+        """Each library's strings: {"libtorch_cuda.so": ..., "libtorch_cpu.so": ...}."""
+        found = sorted((cache / self.folder / version).glob("*.strings.gz"))
+        return {path.name.removesuffix(".strings.gz"): BinaryStrings.read([path]) for path in found}
+
+    def analyse(self, cache: Path, version: str) -> Analysis:
+        key = (str(cache.resolve()), version)
+        if key not in _ANALYSED:
+            _ANALYSED[key] = self._analyse(cache, version)
+        return _ANALYSED[key]
+
+    def _analyse(self, cache: Path, version: str) -> Analysis:
+        binaries = self.binaries(cache, version)
+        seen: dict[tuple[str, str, str, str], RawMessage] = {}
+        for name, text, exact in self.sources(cache, version):
+            library = library_of(name)
+            # a file's checks are in the library that compiles it; a header's in either
+            where = (
+                list(binaries.values())
+                if library is None
+                else [b for n, b in binaries.items() if n == library]
+            )
+            for message in cpp_source.extract(text, name):
+                key = (message.file, message.function, message.kind, message.template)
+                if key in seen:
+                    continue
+                if exact or any(carried(message.template, binary) for binary in where):
+                    seen[key] = message
+        texts = [message.template for message in seen.values()]
+        from_binary = 0
+        for library, binary in sorted(binaries.items()):
+            for line in attention_strings(binary):
+                if not any(line.strip() in text for text in texts):
+                    message = RawMessage(f"torch/lib/{library}", "", "binary string", line, "")
+                    seen.setdefault((message.file, "", message.kind, line), message)
+                    from_binary += 1
+        return Analysis(list(seen.values()), from_binary)
 
     def messages(self, cache: Path, version: str) -> list[RawMessage]:
         """The release's messages: its own files' all, the pool's those its binary holds (the
-        newest pooled wording of a message first; one entry per file, function, kind, text)."""
-        binary = self.binary(cache, version)
-        seen: dict[tuple[str, str, str, str], RawMessage] = {}
-        for name, text, exact in self.sources(cache, version):
-            for message in cpp_source.extract(text, name):
-                key = (message.file, message.function, message.kind, message.template)
-                if key not in seen and (exact or carried(message.template, binary)):
-                    seen[key] = message
-        return list(seen.values())
+        newest pooled wording first; one entry per file, function, kind and text), then the
+        binary's attention strings that none of these holds."""
+        return self.analyse(cache, version).messages
 
     def uncovered(self, cache: Path, version: str) -> list[str]:
-        """The binary's attention strings that no message of the release holds."""
-        binary = self.binary(cache, version)
-        texts = [m.template for m in self.messages(cache, version)]
-        return [s for s in attention_strings(binary) if not any(s.strip() in t for t in texts)]
+        """The binary's attention strings that no source entry of the release holds."""
+        return [m.template for m in self.messages(cache, version) if m.kind == "binary string"]
 
     def unread(self, cache: Path) -> list[str]:
         out = []
@@ -212,13 +268,14 @@ class TorchCpp:
             if not (release / "src").is_dir():
                 out.append(
                     f"torch {version} (C++): the .cpp/.cu files at its commit could not be downloaded; "
-                    "read from the wheel's headers and the pool, checked against the binary's strings"
+                    "read from the wheel's headers and the pool, each message checked against the "
+                    "binary's strings"
                 )
             missing = self.uncovered(cache, version)
             if missing:
                 out.append(
-                    f"torch {version} (C++): {len(missing)} attention strings of libtorch_cuda/cpu.so "
-                    f"in no entry, e.g. {missing[0]!r}"
+                    f"torch {version} (C++): {len(missing)} attention messages read only as strings of "
+                    f"libtorch_cuda/cpu.so (no source of that wording), e.g. {missing[0]!r}"
                 )
         return out
 
@@ -230,9 +287,8 @@ class TorchCpp:
         TORCH.fetch(cache, versions, log)
         for version in self.releases(cache):
             release = cache / self.folder / version
-            commit = (
-                (release / "git_version").read_text().strip() if (release / "git_version").exists() else ""
-            )
+            marker = release / "git_version"
+            commit = marker.read_text().strip() if marker.exists() else ""
             if not commit or (release / "src" / DONE).exists():
                 continue
             got = 0

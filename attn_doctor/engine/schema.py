@@ -50,6 +50,7 @@ _TOP_KEYS = {
     "component",
     "summary",
     "symptoms",
+    "messages",
     "repro",
     "references",
     "affects",
@@ -122,6 +123,8 @@ class Rule:
     fix_pins: tuple[str, ...]
     references: tuple[str, ...]
     symptoms: tuple[str, ...] = ()
+    # message catalogue ids (releases/messages.py): every release's wording of them is a symptom
+    messages: tuple[str, ...] = ()
     repro: str | None = None
     path: str = ""
     kind: str = "bug"
@@ -160,6 +163,7 @@ def parse_rule(
     component = _choice(data, "component", COMPONENTS, problems)
     kind = _choice(data, "kind", KINDS, problems) if "kind" in data else "bug"
     symptoms = _symptoms(data.get("symptoms", []), problems, compile_symptoms)
+    messages = _message_ids(data.get("messages", []), problems)
     references = _references(data.get("references"), problems)
     repro = data.get("repro")
     if repro is not None and not (isinstance(repro, str) and _ID.match(repro)):
@@ -181,6 +185,7 @@ def parse_rule(
         fix_pins=fix_pins,
         references=references,
         symptoms=symptoms,
+        messages=messages,
         repro=repro,
         path=path,
         kind=kind,
@@ -215,6 +220,20 @@ def _string_list(value: Any, where: str, problems: _Problems) -> list[str] | Non
         problems.add(where, "must be a list of strings")
         return None
     return value
+
+
+_MESSAGE_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*:[A-Za-z0-9_.]+$")
+
+
+def _message_ids(value: Any, problems: _Problems) -> tuple[str, ...]:
+    """Catalogue ids, ``DIST:module.function`` (the catalogue itself is read by explain only)."""
+    ids = _string_list(value, "messages", problems) or []
+    for index, message_id in enumerate(ids):
+        if not _MESSAGE_ID.match(message_id):
+            problems.add(
+                f"messages[{index}]", f"{message_id[:80]!r}: not a catalogue id (DIST:module.function)"
+            )
+    return tuple(ids)
 
 
 def _symptoms(value: Any, problems: _Problems, compile_patterns: bool) -> tuple[str, ...]:

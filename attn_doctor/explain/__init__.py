@@ -60,7 +60,8 @@ class Explanation:
 def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules: list[Path]) -> Explanation:
     """Read the log ``source`` (a file, or ``-`` for stdin) and rank the rules it shows symptoms of."""
     ruleset = load_rules([database_path(), *extra_rules])
-    symptoms = compile_symptoms(ruleset.rules)
+    messages = catalogue()
+    symptoms = compile_symptoms(ruleset.rules, messages)
     stated = log_facts.LogFactCollector()
     error_lines = ErrorLines()
     with open_log(source) as stream:
@@ -75,9 +76,9 @@ def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules:
         lines=reader.lines,
         environment=env,
         causes=rank(findings, symptoms, hits, stated.facts.innermost_package),
-        rules_with_symptoms=sum(bool(rule.symptoms) for rule in ruleset.rules),
+        rules_with_symptoms=sum(bool(rule.symptoms or rule.messages) for rule in ruleset.rules),
         problems=[*ruleset.problems, *fact_problems, *_truncation(reader)],
-        origins=origins(error_lines.lines(), catalogue()),
+        origins=origins(error_lines.lines(), messages),
     )
 
 

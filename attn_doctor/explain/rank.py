@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from attn_doctor.engine.matcher import RELEASE, Finding, Verdict
 from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.explain.scan import Hits, Occurrence
-from attn_doctor.explain.symptoms import Symptom
+from attn_doctor.explain.symptoms import Symptom, patterns_of
 
 _VERDICT_ORDER = {Verdict.AFFECTED: 0, Verdict.UNKNOWN: 1, Verdict.NOT_AFFECTED: 2}
 # messages that many unrelated faults print: on their own they say little about the cause
@@ -109,7 +109,7 @@ class Cause:
             why.append("a message specific to it" if shared == 1 else f"a message {shared} rules share")
         if self.raised_here:
             why.append(f"the innermost frame is in {self.finding.rule.component}")
-        total = len(self.finding.rule.symptoms)
+        total = len(self.finding.rule.symptoms) + len(self.finding.rule.messages)
         why.append(f"{len(self.matches)} of its {total} symptom pattern{'s' if total > 1 else ''} matched")
         return why
 
@@ -130,10 +130,11 @@ def rank(
         for symptom in symptoms
         if (found := hits.get(symptom.pattern)) and found.first and found.last
     }
+    patterns = patterns_of(symptoms)
     causes = [
         Cause(
             finding,
-            tuple(matched[p] for p in finding.rule.symptoms if p in matched),
+            tuple(matched[p] for p in patterns.get(finding.rule.id, ()) if p in matched),
             innermost in _COMPONENT_PACKAGES.get(finding.rule.component, ()),
         )
         for finding in findings

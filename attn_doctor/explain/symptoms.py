@@ -15,6 +15,9 @@ from typing import Any
 
 from attn_doctor.engine.patterns import analyse
 from attn_doctor.engine.schema import Rule
+from attn_doctor.releases.messages import FIELD_PATTERN, Catalogue, Message
+
+_UNESCAPE = re.compile(r"\\(.)")  # re.escape's backslashes, off a catalogue pattern's literal parts
 
 
 @dataclass(frozen=True)
@@ -37,13 +40,24 @@ class Symptom:
         return _in_order(line, self.runs) and self.regex.search(line.decode("utf-8", "replace")) is not None
 
 
-def compile_symptoms(rules: list[Rule]) -> list[Symptom]:
-    """One Symptom per distinct pattern. The rules are validated: every pattern is in the safe subset."""
+def compile_symptoms(rules: list[Rule], catalogue: Catalogue | None = None) -> list[Symptom]:
+    """One Symptom per distinct pattern. The rules are validated: every pattern is in the safe subset.
+    A rule's ``messages`` add the catalogue's pattern of each release's wording of them."""
     naming: dict[str, list[str]] = {}
     for rule in rules:
         for pattern in rule.symptoms:
             naming.setdefault(pattern, []).append(rule.id)
-    symptoms = []
+    worded: dict[str, tuple[Message, list[str]]] = {}
+    for rule in rules:
+        for message_id in rule.messages:
+            for message in catalogue.by_id(message_id) if catalogue else []:
+                worded.setdefault(message.pattern, (message, []))[1].append(rule.id)
+    symptoms = [
+        _worded(message, tuple(ids)) for message, ids in worded.values() if message.pattern not in naming
+    ]
+    for pattern, (_, ids) in worded.items():
+        if pattern in naming:  # a rule quotes a message another names by id: one symptom, both rules
+            naming[pattern] += [rule_id for rule_id in ids if rule_id not in naming[pattern]]
     for pattern, rule_ids in naming.items():
         shape = analyse(pattern)
         symptoms.append(
@@ -56,6 +70,29 @@ def compile_symptoms(rules: list[Rule]) -> list[Symptom]:
             )
         )
     return symptoms
+
+
+def _worded(message: Message, rule_ids: tuple[str, ...]) -> Symptom:
+    """A catalogue message as a symptom: its literal parts (in order) are the prefilter."""
+    runs = tuple(
+        _UNESCAPE.sub(r"\1", part).encode("utf-8") for part in message.pattern.split(FIELD_PATTERN) if part
+    )
+    return Symptom(
+        pattern=message.pattern,
+        literal=message.literal.encode("utf-8"),
+        runs=runs,
+        regex=_compiled(message.pattern),
+        rules=rule_ids,
+    )
+
+
+def patterns_of(symptoms: list[Symptom]) -> dict[str, tuple[str, ...]]:
+    """Each rule's patterns: its own symptoms and its messages' wordings."""
+    found: dict[str, list[str]] = {}
+    for symptom in symptoms:
+        for rule_id in symptom.rules:
+            found.setdefault(rule_id, []).append(symptom.pattern)
+    return {rule_id: tuple(patterns) for rule_id, patterns in found.items()}
 
 
 def _compiled(pattern: str) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 from attn_doctor.releases.facts import SNAPSHOT
 
 CATALOGUE = SNAPSHOT / "messages.json.gz"
+FIELD_PATTERN = ".{0,200}"  # a formatted value in a pattern (tools/messages/build.py writes them)
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,14 @@ class Catalogue:
         self.packages: dict[str, Any] = data.get("packages", {})
         self.messages = [_message(entry) for entry in data.get("messages", [])]
         self._set: Any = None
+        self._ids: dict[str, list[Message]] | None = None
 
     def by_id(self, message_id: str) -> list[Message]:
-        return [message for message in self.messages if message.id == message_id]
+        if self._ids is None:
+            self._ids = {}
+            for message in self.messages:
+                self._ids.setdefault(message.id, []).append(message)
+        return self._ids.get(message_id, [])
 
     def origins(self, line: str) -> list[Message]:
         """The entries whose pattern matches ``line``, most specific (longest literal) first."""

@@ -20,12 +20,13 @@ from typing import Any
 
 from packaging.version import Version
 
+from attn_doctor.releases.messages import FIELD_PATTERN  # a formatted value: bounded, linear time
 from tools.messages import cpp_source
 from tools.messages.interface import MessageSource
 from tools.messages.python_source import FIELD, RawMessage, extract
 
 MIN_LITERAL = 16
-FIELD_PATTERN = ".{0,200}"  # a formatted value: bounded, so a line is matched in linear time
+
 OUT = Path(__file__).resolve().parents[2] / "attn_doctor" / "releases" / "snapshot" / "messages.json.gz"
 
 

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the sources quoted are as long as the releases write them)
 """The message catalogue (issue 24), offline: the extractor and the merge on sources the tests
 write, the reader's one-pass matching, explain's origins, and rules that name messages by id.
 

@@ -692,8 +692,12 @@ def db_info(
     from attn_doctor.report import db_info as render
 
     _require_choice("--format", output_format, ("text", "json"))
-    facts = snapshot()
-    sys.stdout.write(render.to_json(facts) if output_format == "json" else render.to_text(facts))
+    from attn_doctor.releases.messages import catalogue
+
+    facts, messages = snapshot(), catalogue()
+    sys.stdout.write(
+        render.to_json(facts, messages) if output_format == "json" else render.to_text(facts, messages)
+    )
 
 
 def main() -> None:

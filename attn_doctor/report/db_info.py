@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from attn_doctor.releases.facts import ReleaseFacts
+from attn_doctor.releases.messages import Catalogue
 
 
-def to_json(facts: ReleaseFacts) -> str:
+def to_json(facts: ReleaseFacts, messages: Catalogue) -> str:
     meta = facts.meta
     document = {
         "schema": meta.get("schema"),
@@ -17,11 +19,28 @@ def to_json(facts: ReleaseFacts) -> str:
         "packages": meta.get("packages", {}),
         "flash_attention_tags": meta.get("flash_attention_tags"),
         "folder": str(facts.folder),
+        "message_catalogue": _catalogue(messages),
     }
     return json.dumps(document, indent=2) + "\n"
 
 
-def to_text(facts: ReleaseFacts) -> str:
+def _catalogue(messages: Catalogue) -> dict[str, Any]:
+    return {
+        "generated": messages.generated,
+        "packages": {
+            name: {
+                "releases": len(info.get("releases_read", [])),
+                "first": (info.get("releases_read") or [None])[0],
+                "newest": (info.get("releases_read") or [None])[-1],
+                "messages": info.get("entries", 0),
+                "unread": info.get("unread", []),
+            }
+            for name, info in sorted(messages.packages.items())
+        },
+    }
+
+
+def to_text(facts: ReleaseFacts, messages: Catalogue) -> str:
     meta = facts.meta
     lines = [
         f"release facts: snapshot of {facts.generated}",
@@ -35,4 +54,12 @@ def to_text(facts: ReleaseFacts) -> str:
     lines.append(
         f"  {'flash-attn build matrices':<26} {meta.get('flash_attention_tags', 0):>8}  (publish.yml per tag)"
     )
+    catalogue = _catalogue(messages)
+    lines += ["", f"message catalogue: snapshot of {catalogue['generated'] or '(none shipped)'}"]
+    lines.append(f"  {'package':<16} {'releases':>8}  {'from':<10} {'to':<10} {'messages':>8}  unread")
+    for name, info in catalogue["packages"].items():
+        lines.append(
+            f"  {name:<16} {info['releases']:>8}  {info['first'] or '-':<10} {info['newest'] or '-':<10} "
+            f"{info['messages']:>8}  {len(info['unread'])}"
+        )
     return "\n".join(lines) + "\n"

@@ -1,6 +1,6 @@
 """`attn-doctor fix`: the smallest set of version changes that clears the failing findings.
 
 candidates (the versions the rules name) -> evaluate (the real matcher, memoized) -> search
-(bounded, deterministic) -> plan (what changes, what each clears, what stays and why).
+(branch and bound, deterministic) -> plan (what changes, what each clears, what stays and why).
 Nothing in the `check` path imports this package.
 """

@@ -13,7 +13,7 @@ larger set of packages is worse than the best found: the answer cannot improve."
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Protocol
@@ -37,7 +37,7 @@ class Rules(Protocol):
     baseline: frozenset[str]
     reads: dict[str, frozenset[str]]
 
-    def readers(self, names: list[str] | tuple[str, ...]) -> frozenset[str]: ...
+    def readers(self, names: Iterable[str]) -> frozenset[str]: ...
 
     def failing(self, versions: Versions) -> frozenset[str]: ...
 

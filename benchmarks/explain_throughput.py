@@ -7,7 +7,9 @@ their literal many times and never matches, the worst case for backtracking); an
 of per-thread CUDA asserts (every line a match); and, with a user's rule whose symptom is at the
 edge of the validation budget (`abcd[^x]*[^x]?[^x]?Q`), lines that make it backtrack under Python's
 `re` (every line distinct: explain runs the patterns on RE2). Each runs in its own process
-(`python -m attn_doctor explain`), median of --runs.
+(`python -m attn_doctor explain`), median of --runs. Last, the cost of the message catalogue: a
+pasted 10 KB traceback and the noisy log, each with and without it (ATTN_DOCTOR_MESSAGE_CATALOGUE=""),
+and the ratio.
 
     python benchmarks/explain_throughput.py --mb 100 --runs 3
 """
@@ -154,12 +156,50 @@ LOGS: dict[str, Callable[[Path, float], int]] = {
 }
 
 
-def wall_time(log: Path, extra: list[str]) -> tuple[float, int]:
+def wall_time(log: Path, extra: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
     start = time.perf_counter()
     done = subprocess.run(
-        [*EXPLAIN, str(log), *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+        [*EXPLAIN, str(log), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+        env=env,
     )
     return time.perf_counter() - start, done.returncode
+
+
+def write_traceback(path: Path, kilobytes: float = 10) -> int:
+    """A pasted traceback of about 10 KB: frames through transformers, then 5.x's FA2 error."""
+    frame = (
+        '  File "/opt/venv/lib/python3.12/site-packages/transformers/modeling_utils.py", line {n}, in f{n}\n'
+    )
+    lines = ["Traceback (most recent call last):\n"]
+    while sum(map(len, lines)) < kilobytes * 1000:
+        lines.append(frame.format(n=len(lines)) + "    self._flash_attn_can_dispatch(flash_attn_version=2)\n")
+    lines.append(
+        "ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: "
+        "the package for FlashAttention2 doesn't seem to be installed.\n"
+    )
+    path.write_text("".join(lines))
+    return path.stat().st_size
+
+
+def catalogue_cost(folder: Path, runs: int, megabytes: float) -> None:
+    """explain with the shipped message catalogue against explain without it, in the same run."""
+    without = {**os.environ, "ATTN_DOCTOR_MESSAGE_CATALOGUE": ""}
+    print("\n| log | without catalogue | with catalogue | ratio |")
+    print("| --- | --- | --- | --- |")
+    for name, write in (
+        ("pasted traceback (10 KB)", lambda path, _mb: write_traceback(path)),
+        (f"noisy training log ({megabytes:.0f} MB)", write_training_log),
+    ):
+        log = folder / "catalogue.log"
+        write(log, megabytes)
+        wall_time(log, [])  # warm: the catalogue and the rules are read from a cold disk once
+        base = statistics.median(wall_time(log, [], without)[0] for _ in range(runs))
+        full = statistics.median(wall_time(log, [])[0] for _ in range(runs))
+        print(f"| {name} | {base:.2f} s | {full:.2f} s | {full / base:.2f}x |")
+        os.unlink(log)
 
 
 def main() -> None:
@@ -183,6 +223,7 @@ def main() -> None:
             median = statistics.median(times)
             print(f"| {name} | {size / 1e6:.1f} MB | {median:.2f} s | {size / 1e6 / median:.1f} | {code} |")
             os.unlink(log)
+        catalogue_cost(Path(folder), args.runs, args.mb)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ _TOP_KEYS = {
     "summary",
     "symptoms",
     "messages",
+    "external_symptoms",
     "repro",
     "references",
     "affects",
@@ -125,6 +126,9 @@ class Rule:
     symptoms: tuple[str, ...] = ()
     # message catalogue ids (releases/messages.py): every release's wording of them is a symptom
     messages: tuple[str, ...] = ()
+    # symptoms that quote text no release's code holds (CUDA runtime, compiler, loader, pip, user
+    # code), each with why: the symptom-vs-catalogue test accepts only these unmatched
+    external_symptoms: dict[str, str] = field(default_factory=dict)
     repro: str | None = None
     path: str = ""
     kind: str = "bug"
@@ -164,6 +168,7 @@ def parse_rule(
     kind = _choice(data, "kind", KINDS, problems) if "kind" in data else "bug"
     symptoms = _symptoms(data.get("symptoms", []), problems, compile_symptoms)
     messages = _message_ids(data.get("messages", []), problems)
+    external = _external(data.get("external_symptoms", {}), symptoms, problems)
     references = _references(data.get("references"), problems)
     repro = data.get("repro")
     if repro is not None and not (isinstance(repro, str) and _ID.match(repro)):
@@ -186,6 +191,7 @@ def parse_rule(
         references=references,
         symptoms=symptoms,
         messages=messages,
+        external_symptoms=external,
         repro=repro,
         path=path,
         kind=kind,
@@ -234,6 +240,17 @@ def _message_ids(value: Any, problems: _Problems) -> tuple[str, ...]:
                 f"messages[{index}]", f"{message_id[:80]!r}: not a catalogue id (DIST:module.function)"
             )
     return tuple(ids)
+
+
+def _external(value: Any, symptoms: tuple[str, ...], problems: _Problems) -> dict[str, str]:
+    """``{symptom: why}``: each key one of the rule's symptoms, each why a sentence."""
+    if not isinstance(value, dict) or not all(isinstance(v, str) and v.strip() for v in value.values()):
+        problems.add("external_symptoms", "must be a table of symptom = why (a non-empty string)")
+        return {}
+    for pattern in value:
+        if pattern not in symptoms:
+            problems.add("external_symptoms", f"{pattern[:80]!r} is not one of the rule's symptoms")
+    return dict(value)
 
 
 def _symptoms(value: Any, problems: _Problems, compile_patterns: bool) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,8 +95,12 @@ def _message(entry: dict[str, Any]) -> Message:
 
 
 @functools.lru_cache(maxsize=1)
-def catalogue(path: Path = CATALOGUE) -> Catalogue:
-    """The shipped catalogue (empty where none is shipped)."""
+def catalogue(path: Path | None = None) -> Catalogue:
+    """The shipped catalogue, or the file ATTN_DOCTOR_MESSAGE_CATALOGUE names ("" for none: the
+    benchmarks compare explain with and without it); empty where there is no file."""
+    if path is None:
+        chosen = os.environ.get("ATTN_DOCTOR_MESSAGE_CATALOGUE")
+        path = CATALOGUE if chosen is None else Path(chosen)
     if not path.is_file():
         return Catalogue({})
     with gzip.open(path, "rb") as handle:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tools.messages import build, cpp_source
+from tools.messages.python_source import RawMessage
 from tools.messages.python_source import extract as extract_python
 from tools.messages.sources import SOURCES
 from tools.messages.sources.archives import NOTES, ArchiveTrees, glob, members
@@ -32,7 +33,7 @@ DEFAULT_TAIL = (
 )
 
 
-def messages(source: str, path: str = "csrc/x.cpp") -> dict[str, cpp_source.RawMessage]:
+def messages(source: str, path: str = "csrc/x.cpp") -> dict[str, RawMessage]:
     return {m.template: m for m in cpp_source.extract(source, path)}
 
 
@@ -395,6 +396,7 @@ def test_flash_attn_takes_hopper_cpp_from_the_releases_tag(
     (work / "hopper" / "flash_attn_interface.py").write_text("# from the tag")
     (work / "hopper" / "test_flash_attn.py").write_text("assert False, 'a test'")
     (work / "hopper" / "instantiations" / "flash_fwd_hdim64.cu").write_text("")
+    (work / "hopper" / "flash_fwd_hdim64_fp16_sm90.cu").write_text("")
 
     def git(*args: str, cwd: Path = work) -> None:
         subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
@@ -419,6 +421,38 @@ def test_flash_attn_takes_hopper_cpp_from_the_releases_tag(
     assert notes == []
     assert source.supplement("2.8.4", tmp_path / "cache" / "flash-attn" / "2.8.4", notes) == []
     assert notes == ["flash-attn 2.8.4: no tag v2.8.4 in the git mirror, hopper/ C++ (FA3) not read"]
+
+
+def test_downloads_try_every_linux_wheel_tag_then_the_sdist_without_build_isolation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[list[str], dict[str, str] | None]] = []
+
+    def run(command: list[str], capture_output: bool, env: dict[str, str] | None = None) -> object:
+        calls.append((command, env))
+        return subprocess.CompletedProcess(command, 1)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    assert TRITON._download("triton", "3.9.0", tmp_path) is None
+    first = calls[0][0]
+    assert first[first.index("triton==3.9.0") + 1 :] == [
+        "--only-binary=:all:",
+        "--platform",
+        "manylinux2014_x86_64",
+        "--platform",
+        "manylinux_2_27_x86_64",
+        "--platform",
+        "manylinux_2_28_x86_64",
+        "--python-version",
+        "3.11",
+    ]
+    assert [c[0][-1] for c in calls] == ["3.11", "3.10", "3.12", "--no-build-isolation"]
+    calls.clear()
+    assert FLASH_ATTN._download("flash-attn", "2.8.3", tmp_path) is None
+    assert len(calls) == 1  # no wheels on the registry: the sdist at once
+    command, env = calls[0]
+    assert command[-3:] == ["flash-attn==2.8.3", "--no-binary=:all:", "--no-build-isolation"]
+    assert env is not None and env["FLASH_ATTENTION_SKIP_CUDA_BUILD"] == "TRUE"
 
 
 def test_unread_lists_the_notes_of_kept_releases_only(tmp_path: Path) -> None:

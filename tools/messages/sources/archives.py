@@ -45,6 +45,7 @@ class ArchiveTrees(CachedTrees):
     platforms: tuple[str, ...] = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")
     sdist_env: tuple[tuple[str, str], ...] = ()
     binaries: tuple[str, ...] = ()
+    wheels: bool = True  # False: the registry has none (flash-attn), go to the sdist at once
 
     def keeps(self, member: str) -> str | None:
         """The path to keep for an archive member, relative to the archive's root."""
@@ -123,7 +124,7 @@ class ArchiveTrees(CachedTrees):
         platforms = [arg for platform in self.platforms for arg in ("--platform", platform)]
         attempts: list[tuple[list[str], dict[str, str] | None]] = [
             (["--only-binary=:all:", *platforms, "--python-version", python], None)
-            for python in ("3.11", "3.10", "3.12")
+            for python in (("3.11", "3.10", "3.12") if self.wheels else ())
         ]
         sdist_env = {**os.environ, **dict(self.sdist_env)}
         attempts.append((["--no-binary=:all:", "--no-build-isolation"], sdist_env))

@@ -91,7 +91,9 @@ FLASH_ATTN = FlashAttnTrees(
         "csrc/flash_attn/src/flash_*_hdim*.cu",  # one kernel instantiation each, no message
         "csrc/flash_attn/src/flash_*_split_hdim*.cu",
         "csrc/flash_attn_ck/instances/**",
+        "hopper/flash_*_hdim*.cu",  # FA3's instantiations, in hopper/ itself up to 2.7.2
         *TESTS,
     ),
+    wheels=False,
     sdist_env=(("FLASH_ATTENTION_SKIP_CUDA_BUILD", "TRUE"),),  # its setup.py imports torch, builds nothing
 )

@@ -11,7 +11,10 @@ class MessageSource(Protocol):
     """One upstream (a distribution, or a repository's tags). The build asks it for its releases
     and for each release's files; it never imports them."""
 
-    distribution: str  # the name the catalogue's entries carry: "transformers", "torch", "flash-attn"
+    @property
+    def distribution(self) -> str:
+        """The name the catalogue's entries carry: "transformers", "torch", "flash-attn"."""
+        ...
 
     def fetch(self, cache: Path) -> None:
         """Bring every release into ``cache`` (the network step; ``build`` reads only the cache)."""

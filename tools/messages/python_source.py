@@ -137,7 +137,11 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _guard(self) -> str:
-        return " and ".join(self.guards)[:MAX_GUARD]
+        """The enclosing conditions, each bracketed where ``and`` would bind tighter than it."""
+        if len(self.guards) == 1:
+            return self.guards[0][:MAX_GUARD]
+        parts = [f"({g})" if " or " in g or " if " in g else g for g in self.guards]
+        return " and ".join(parts)[:MAX_GUARD]
 
     def _add(self, kind: str, message: ast.expr, guard: str) -> None:
         template = template_of(message, self.strings)

@@ -104,6 +104,11 @@ def test_engines_keep_their_attention_files(source: Any, member: str, kept: bool
     assert (source.keeps(member) is not None) is kept
 
 
+def test_engines_take_the_wheel_tags_their_releases_use() -> None:
+    assert "manylinux_2_34_x86_64" in SGLANG.platforms  # sglang 0.5.11 on
+    assert {"manylinux_2_28_x86_64", "manylinux_2_31_x86_64", "manylinux2014_x86_64"} <= set(VLLM.platforms)
+
+
 def test_torch_reads_registry_releases_only() -> None:
     assert public_releases(["2.13.0+cpu", "2.13.0", "2.1.0"]) == ["2.13.0", "2.1.0"]
     assert TORCH.floor == "2.1.0" and "manylinux_2_28_x86_64" in TORCH.platforms

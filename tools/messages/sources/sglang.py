@@ -18,4 +18,7 @@ SGLANG_INCLUDE = (
     "sglang/srt/platforms/*.py",
 )
 
-SGLANG = EngineTrees("sglang", "sglang", SGLANG_INCLUDE, floor="0.3.0")
+# pure-Python wheels to 0.5.10; 0.5.11 on are cp311 manylinux_2_34 wheels
+SGLANG_TAGS = ("manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux2014_x86_64")
+
+SGLANG = EngineTrees("sglang", "sglang", SGLANG_INCLUDE, floor="0.3.0", platforms=SGLANG_TAGS)

@@ -19,7 +19,10 @@ from typing import Any
 from attn_doctor.releases.facts import SNAPSHOT
 
 CATALOGUE = SNAPSHOT / "messages.json.gz"
-FIELD_PATTERN = ".{0,200}"  # a formatted value in a pattern (tools/messages/build.py writes them)
+KEY = 8  # characters of a literal that index it
+# a formatted value in a pattern (tools/messages/build.py writes them): any text of the line, which
+# the reader caps at 4 KiB; RE2 keeps the match linear (a counted .{0,N} would multiply the program)
+FIELD_PATTERN = ".*"
 
 
 @dataclass(frozen=True)
@@ -48,35 +51,57 @@ class Catalogue:
     def __init__(self, data: dict[str, Any]) -> None:
         self.generated: str = data.get("generated", "")
         self.packages: dict[str, Any] = data.get("packages", {})
-        self.messages = [_message(entry) for entry in data.get("messages", [])]
-        self._set: Any = None
-        self._ids: dict[str, list[Message]] | None = None
+        self._entries: list[dict[str, Any]] = data.get("messages", [])  # made Messages when asked
+        self._by_key: dict[str, list[dict[str, Any]]] | None = None
+        self._ids: dict[str, list[dict[str, Any]]] | None = None
+
+    @property
+    def messages(self) -> list[Message]:
+        return [_message(entry) for entry in self._entries]
 
     def by_id(self, message_id: str) -> list[Message]:
         if self._ids is None:
             self._ids = {}
-            for message in self.messages:
-                self._ids.setdefault(message.id, []).append(message)
-        return self._ids.get(message_id, [])
+            for entry in self._entries:
+                self._ids.setdefault(entry["id"], []).append(entry)
+        return [_message(entry) for entry in self._ids.get(message_id, [])]
 
     def origins(self, line: str) -> list[Message]:
-        """The entries whose pattern matches ``line``, most specific (longest literal) first."""
-        if not self.messages:
-            return []
-        matched = self._compiled().Match(line) or []
-        return sorted((self.messages[i] for i in matched), key=lambda m: (-len(m.literal), m.id))
+        """The entries whose pattern matches ``line``, most specific (longest literal) first.
 
-    def _compiled(self) -> Any:
-        if self._set is None:
-            import re2
+        Every KEY-character window of the line is looked up among the first KEY characters of
+        each entry's literal (a literal has at least 16): the few candidates meet their literal
+        test and then their RE2 pattern. Time is linear in the line, whatever the catalogue's size.
+        """
+        index = self._index()
+        candidates = {
+            id(entry): entry
+            for start in range(len(line) - KEY + 1)
+            for entry in index.get(line[start : start + KEY], ())
+        }
+        matched = [
+            _message(e)
+            for e in candidates.values()
+            if e["literal"] in line and _regex(e["pattern"]).search(line)
+        ]
+        return sorted(matched, key=lambda m: (-len(m.literal), m.id))
 
-            options = re2.Options()
-            options.max_mem = 256 << 20  # the DFA of a few thousand patterns
-            self._set = re2.Set.SearchSet(options)
-            for message in self.messages:
-                self._set.Add(message.pattern)
-            self._set.Compile()
-        return self._set
+    def _index(self) -> dict[str, list[dict[str, Any]]]:
+        if self._by_key is None:
+            self._by_key = {}
+            for entry in self._entries:
+                self._by_key.setdefault(entry["literal"][:KEY], []).append(entry)
+        return self._by_key
+
+
+@functools.lru_cache(maxsize=4096)
+def _regex(pattern: str) -> Any:
+    import re2  # explain's dependency; check never loads the catalogue
+
+    try:
+        return re2.compile(pattern)
+    except re2.error:
+        return re2.compile(re2.escape(pattern))  # never matches a real line: the pattern is its own text
 
 
 def _message(entry: dict[str, Any]) -> Message:

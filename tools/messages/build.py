@@ -31,19 +31,32 @@ OUT = Path(__file__).resolve().parents[2] / "attn_doctor" / "releases" / "snapsh
 
 
 def pattern_of(template: str) -> tuple[str, str] | None:
-    """(RE2 pattern, longest literal) for the first line of ``template`` that has enough text."""
+    """(RE2 pattern, longest literal) for the first line of ``template`` that has enough text;
+    fields at either end are dropped (a line holds more than the message), as is outer space."""
     for line in template.splitlines():
-        parts = [part for part in line.split(FIELD)]
+        parts = line.split(FIELD)
+        while parts and not parts[0].strip():
+            parts.pop(0)
+        while parts and not parts[-1].strip():
+            parts.pop()
         literal = max((part.strip() for part in parts), key=len, default="")
         if len(literal) >= MIN_LITERAL:
-            inner = [re.escape(part) for part in parts]
-            pattern = FIELD_PATTERN.join(inner).strip()
-            while pattern.startswith(FIELD_PATTERN):
-                pattern = pattern[len(FIELD_PATTERN) :]
-            while pattern.endswith(FIELD_PATTERN):
-                pattern = pattern[: -len(FIELD_PATTERN)]
-            return pattern, literal
+            parts[0], parts[-1] = parts[0].lstrip(), parts[-1].rstrip()
+            return FIELD_PATTERN.join(re.escape(part) for part in parts), literal
     return None
+
+
+def _compiles(pattern: str) -> bool:
+    """Whether RE2 takes the pattern (explain matches every pattern as one RE2 set)."""
+    try:
+        import re2
+    except ImportError:
+        return True
+    try:
+        re2.compile(pattern)
+    except re2.error:
+        return False
+    return True
 
 
 def runs(present: Sequence[bool], versions: Sequence[str]) -> list[list[str]]:
@@ -75,7 +88,7 @@ def merge(
     entries = []
     for (file, function, kind, template), entry in seen.items():
         shaped = pattern_of(template)
-        if shaped is None:
+        if shaped is None or not _compiles(shaped[0]):
             continue
         module = file.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
         entries.append(

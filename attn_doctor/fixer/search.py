@@ -22,9 +22,9 @@ from attn_doctor.fixer.candidates import Candidate
 from attn_doctor.fixer.evaluate import Versions
 
 MAX_CHANGED_PACKAGES = 8  # every package family the rules name, with room to spare
-# A safety net, not the stopping rule (the bound is): on the README-like stacks measured (the
-# 'fix' section of docs/performance.md) the search matches at most 12 combinations in full, where
-# the exhaustive search it replaced tried up to 65,339 (about 100 s).
+# A safety net, not the stopping rule (the bound is): on the README-like stacks of
+# benchmarks/fix_search.py (docs/performance.md) the search matches at most 10 combinations in
+# full, where the exhaustive search it replaced tried up to 65,339 (117 CPU-seconds).
 MAX_ASSIGNMENTS = 100_000
 
 Cost = tuple[int, int, int, int, tuple[tuple[str, str], ...]]

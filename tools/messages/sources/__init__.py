@@ -1,40 +1,30 @@
-"""The message sources, one per upstream; build.py reads them all."""
+"""The message sources, one module per upstream; build.py and fetch.py read them all."""
 
 from __future__ import annotations
 
 from tools.messages.interface import MessageSource
-from tools.messages.sources.cached_trees import CachedTrees
+from tools.messages.sources.diffusers import DIFFUSERS
+from tools.messages.sources.fla import FLA
+from tools.messages.sources.flash_attn import FLASH_ATTN
+from tools.messages.sources.kernels import KERNELS
+from tools.messages.sources.sglang import SGLANG
+from tools.messages.sources.torch import TORCH
+from tools.messages.sources.torch_cpp import TORCH_CPP
+from tools.messages.sources.transformers import TRANSFORMERS
+from tools.messages.sources.triton import TRITON
+from tools.messages.sources.vllm import VLLM
+from tools.messages.sources.xformers import XFORMERS
 
-TRANSFORMERS = CachedTrees(
-    "transformers",
-    "transformers",
-    (
-        "modeling_utils.py",
-        "integrations/*.py",
-        "masking_utils.py",
-        "cache_utils.py",
-        "modeling_flash_attention_utils.py",
-        "generation/*.py",
-        "utils/import_utils.py",
-        "models/*/modeling_*.py",
-    ),
-    floor="4.36.0",
-)
-
-SOURCES: list[MessageSource] = [TRANSFORMERS]
-
-from tools.messages.sources.fla import FLA  # noqa: E402
-from tools.messages.sources.flash_attn import FLASH_ATTN  # noqa: E402
-from tools.messages.sources.kernels import KERNELS  # noqa: E402
-from tools.messages.sources.triton import TRITON  # noqa: E402
-from tools.messages.sources.xformers import XFORMERS  # noqa: E402
-
-SOURCES += [FLASH_ATTN, XFORMERS, TRITON, FLA, KERNELS]
-
-from tools.messages.sources.diffusers import DIFFUSERS  # noqa: E402
-from tools.messages.sources.sglang import SGLANG  # noqa: E402
-from tools.messages.sources.torch import TORCH  # noqa: E402
-from tools.messages.sources.torch_cpp import TORCH_CPP  # noqa: E402
-from tools.messages.sources.vllm import VLLM  # noqa: E402
-
-SOURCES += [TORCH, TORCH_CPP, VLLM, SGLANG, DIFFUSERS]
+SOURCES: list[MessageSource] = [
+    TRANSFORMERS,
+    TORCH,
+    TORCH_CPP,
+    FLASH_ATTN,
+    XFORMERS,
+    TRITON,
+    FLA,
+    KERNELS,
+    VLLM,
+    SGLANG,
+    DIFFUSERS,
+]

@@ -5,8 +5,10 @@ wheels built here). No network."""
 from __future__ import annotations
 
 import gzip
+import io
 import shutil
 import subprocess
+import urllib.error
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +19,7 @@ import pytest
 from tools.messages import build
 from tools.messages.python_source import RawMessage
 from tools.messages.python_source import extract as extract_python
-from tools.messages.sources import SOURCES
+from tools.messages.sources import SOURCES, torch_cpp
 from tools.messages.sources import torch as torch_source
 from tools.messages.sources.cached_trees import DONE
 from tools.messages.sources.diffusers import DIFFUSERS
@@ -315,6 +317,65 @@ def test_torch_cpp_prefers_the_releases_own_source(tmp_path: Path) -> None:
     assert "No available kernel.  Aborting execution." not in found  # the pool's copy of the file is not read
     paths = [path for path, _ in TORCH_CPP.files(cache, "2.1.0")]
     assert paths.count(SDP) == 1
+
+
+class _NoWheels:
+    def fetch(self, cache: Path, versions: Any = None, log: Any = None) -> None:
+        pass
+
+
+def test_torch_cpp_fetch_reads_each_releases_own_files_where_github_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = torch_cpp_cache(tmp_path)
+    (tmp_path / CPP / "2.1.0" / "git_version").write_text("7bcf7da3a268b435777fe87c7794c382f444e86d\n")
+    asked: list[str] = []
+
+    class Answer(io.BytesIO):
+        def __enter__(self) -> Answer:
+            return self
+
+        def __exit__(self, *_: object) -> None:
+            pass
+
+    def urlopen(url: str, timeout: float) -> Answer:
+        asked.append(url)
+        if url.endswith("/cuda/sdp_utils.cpp"):
+            return Answer(b'void f() { TORCH_CHECK(false, "The release commit says this."); }')
+        raise urllib.error.HTTPError(url, 404, "Not Found", {}, None)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch_cpp, "TORCH", _NoWheels())
+    monkeypatch.setattr(torch_cpp.urllib.request, "urlopen", urlopen)
+    TORCH_CPP.fetch(cache, log=lambda _: None)
+    assert all("/7bcf7da3a268b435777fe87c7794c382f444e86d/" in url for url in asked)
+    assert len(asked) == len(torch_cpp.FILES)
+    own = tmp_path / CPP / "2.1.0" / "src"
+    assert (own / DONE).read_text() == "pytorch/pytorch@7bcf7da3a268b435777fe87c7794c382f444e86d\n"
+    assert (own / SDP).exists() and not (own / "aten/src/ATen/native/cudnn/MHA.cpp").exists()
+
+
+def test_torch_cpp_fetch_stops_when_github_cannot_be_reached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = torch_cpp_cache(tmp_path)
+    for version in ("2.1.0", "2.2.0"):
+        (tmp_path / CPP / version).mkdir(exist_ok=True)
+        (tmp_path / CPP / version / DONE).write_text("")
+        (tmp_path / CPP / version / "git_version").write_text("a" * 40 + "\n")
+    asked: list[str] = []
+
+    def urlopen(url: str, timeout: float) -> Any:
+        asked.append(url)
+        raise urllib.error.URLError("Name or service not known")
+
+    logged: list[str] = []
+    monkeypatch.setattr(torch_cpp, "TORCH", _NoWheels())
+    monkeypatch.setattr(torch_cpp.urllib.request, "urlopen", urlopen)
+    TORCH_CPP.fetch(cache, log=logged.append)
+    assert len(asked) == 1 and logged == [
+        "torch (C++): GitHub cannot be reached; the releases' own .cpp/.cu files are not read"
+    ]
+    assert not (tmp_path / CPP / "2.1.0" / "src").exists()
 
 
 # --- the engines' INFO-level backend choice ---------------------------------------------------------

@@ -291,16 +291,22 @@ class TorchCpp:
             commit = marker.read_text().strip() if marker.exists() else ""
             if not commit or (release / "src" / DONE).exists():
                 continue
-            got = 0
+            got, unreachable = 0, False
             for path in FILES:
                 try:
                     with urllib.request.urlopen(RAW.format(commit=commit, path=path), timeout=30) as response:
                         data = response.read()
+                except urllib.error.HTTPError:
+                    continue  # GitHub answered: the file is not at that commit
                 except (urllib.error.URLError, TimeoutError, OSError):
-                    continue
+                    unreachable = True
+                    break
                 (release / "src" / path).parent.mkdir(parents=True, exist_ok=True)
                 (release / "src" / path).write_bytes(data)
                 got += 1
+            if unreachable:
+                log("torch (C++): GitHub cannot be reached; the releases' own .cpp/.cu files are not read")
+                return
             if got:
                 (release / "src" / DONE).write_text(f"pytorch/pytorch@{commit}\n")
             log(f"torch {version} (C++ at {commit[:12]}): {got} of {len(FILES)} files")

@@ -1,7 +1,7 @@
 """vLLM's attention-backend selection: the backends, the selector, the platform checks.
 
-Read from the registry's Linux wheels (0.6.0 on; cp38-abi3, tagged manylinux1 to 0.11 and
-manylinux_2_28/2_31 later). Where the code lives moved between releases: vllm/attention/
+Read from the registry's Linux wheels (0.6.0 on; cp38-abi3, tagged manylinux1 to 0.11,
+manylinux_2_24/2_28/2_31 later). Where the code lives moved between releases: vllm/attention/
 (backends, selector, layer) to 0.11, vllm/v1/attention/ (backends, selector) from 0.8, the
 attention layer under vllm/model_executor/layers/attention/ later; every one of these is read.
 
@@ -35,6 +35,7 @@ VLLM_TAGS = (
     "manylinux_2_34_x86_64",
     "manylinux_2_31_x86_64",
     "manylinux_2_28_x86_64",
+    "manylinux_2_24_x86_64",  # 0.21.0's wheel (build tag -1)
     "manylinux2014_x86_64",
 )
 _INFO = {"info", "info_once"}

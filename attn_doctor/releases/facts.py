@@ -74,6 +74,9 @@ class ReleaseFacts:
     def __init__(self, folder: Path = SNAPSHOT) -> None:
         self.folder = folder
         self._releases: dict[str, dict[str, Release]] = {}
+        # answers asked again and again by the fix search (one per release per rule per plan)
+        self._requirements: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Requirement] | None] = {}
+        self._wheels: dict[str, list[Wheel] | None] = {}
 
     @functools.cached_property
     def meta(self) -> dict[str, Any]:
@@ -139,6 +142,14 @@ class ReleaseFacts:
 
     def requirements(self, package: str, version: str, markers: dict[str, str]) -> list[Requirement] | None:
         """What that release requires on the target ``markers`` describe; None when not known."""
+        key = (package, version, tuple(sorted(markers.items())))
+        if key not in self._requirements:
+            self._requirements[key] = self._read_requirements(package, version, markers)
+        return self._requirements[key]
+
+    def _read_requirements(
+        self, package: str, version: str, markers: dict[str, str]
+    ) -> list[Requirement] | None:
         from packaging.requirements import InvalidRequirement, Requirement
 
         release = self.release(package, version)
@@ -160,6 +171,11 @@ class ReleaseFacts:
 
     def flash_attn_wheels(self, version: str) -> list[Wheel] | None:
         """The prebuilt wheels of a flash-attn release; None when the snapshot does not know it."""
+        if version not in self._wheels:
+            self._wheels[version] = self._read_wheels(version)
+        return self._wheels[version]
+
+    def _read_wheels(self, version: str) -> list[Wheel] | None:
         try:
             public = Version(version).public
         except ValueError:  # InvalidVersion, or a number past the int-string limit

@@ -168,18 +168,38 @@ def write(catalogue: dict[str, Any], out: Path = OUT) -> None:
         handle.write(data)
 
 
+def merged(parts: Sequence[Path]) -> dict[str, Any]:
+    """Catalogues built apart (one per group of sources: torch's wheels take long) as one; a later
+    part's package replaces an earlier one's."""
+    catalogue: dict[str, Any] = {"packages": {}, "messages": []}
+    for part in parts:
+        with gzip.open(part, "rb") as handle:
+            data = json.loads(handle.read())
+        names = set(data["packages"])
+        catalogue["messages"] = [m for m in catalogue["messages"] if m["package"] not in names]
+        catalogue["messages"] += data["messages"]
+        catalogue["packages"].update(data["packages"])
+        catalogue["generated"], catalogue["source"] = data["generated"], data["source"]
+    catalogue["messages"].sort(key=lambda e: (e["id"], e["template"]))
+    return catalogue
+
+
 def main(argv: list[str] | None = None) -> int:
     from tools.messages.sources import SOURCES
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--cache", type=Path, required=True, help="the release trees (tools/api_changes.py fetch)"
-    )
+    parser.add_argument("--cache", type=Path, help="the release trees (python -m tools.messages.fetch)")
+    parser.add_argument("--merge", type=Path, nargs="+", help="write these built catalogues as one instead")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--packages", nargs="*", help="only these distributions")
     args = parser.parse_args(argv)
-    chosen = [s for s in SOURCES if not args.packages or s.distribution in args.packages]
-    catalogue = build(chosen, args.cache)
+    if args.merge:
+        catalogue = merged(args.merge)
+    elif args.cache is None:
+        parser.error("--cache or --merge is needed")
+    else:
+        chosen = [s for s in SOURCES if not args.packages or s.distribution in args.packages]
+        catalogue = build(chosen, args.cache)
     write(catalogue, args.out)
     for name, info in catalogue["packages"].items():
         releases, unread = len(info["releases_read"]), len(info["unread"])

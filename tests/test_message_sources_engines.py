@@ -206,6 +206,11 @@ def test_printable_strings_drop_mangled_symbols(tmp_path: Path) -> None:
             False,
         ),
         ("Fused kernels do not support ragged num_head_dims, {}has a ragged num_heads.", False),
+        # the first string right after other bytes (no NUL between): the end of a longer line
+        ("do not support ragged num_head_dims, {}", True),
+        ("support non-null attn_mask. Got Query.size(-1): {}", True),
+        # ... but a string's head and another's tail never make one of two strings
+        ("No available kernel. Attempting to run on a sm {}", False),
         ("No a ble rnel", False),  # short noise never makes a message
         ("{}", False),  # nothing to look for
     ],

@@ -83,9 +83,11 @@ class BinaryStrings:
     def holds(self, piece: str) -> bool:
         """Whether ``piece`` is a string of the binary; the head or the tail of one (the
         linker keeps one copy of a string that ends another; ``#cond " INTERNAL ASSERT FAILED
-        at " __FILE__`` is one literal); or several strings one after another (the literal
-        arguments of one c10::str), a run shorter than MIN_PIECE, too short to have been kept,
-        allowed between two of them or at either end."""
+        at " __FILE__`` is one literal; a string stored right after bytes with no NUL between
+        reads as the end of a longer one); or several strings one after another (the literal
+        arguments of one c10::str: the first may end a longer line, the last begin one), a run
+        shorter than MIN_PIECE, too short to have been kept, allowed between two of them or at
+        either end."""
         if piece not in self._known:
             self._known[piece] = (
                 piece in self.lines or self._head(piece) or self._tail(piece) or self._made_of(piece)
@@ -100,7 +102,12 @@ class BinaryStrings:
             start, how = todo.pop()
             for end in range(len(piece), start, -1):
                 steps = []
-                if end - start >= MIN_PIECE and piece[start:end] in self.lines:
+                part = piece[start:end]
+                if end - start >= MIN_PIECE and (
+                    part in self.lines
+                    or (start == 0 and self._tail(part))  # the first string, right after other bytes
+                    or (end == len(piece) and self._head(part))  # the last, right before other bytes
+                ):
                     steps.append("string")
                 elif end - start < MIN_PIECE and how in ("start", "string"):
                     steps.append("gap" if how == "string" else "start-gap")

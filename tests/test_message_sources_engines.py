@@ -62,6 +62,8 @@ def test_every_engine_source_is_listed_once() -> None:
         ("torch/_inductor/kernel/flex_decoding.py", True),
         ("torch/_inductor/kernel/flex/flex_attention.py", True),  # 2.8+
         ("torch/_inductor/kernel/mm.py", False),
+        ("torch/_inductor/kernel/flex_gemm/runtime.py", False),  # a GEMM, not attention
+        ("torch/_inductor/kernel/flex/flex_flash_attention.py", True),
         ("torch/utils/cpp_extension.py", True),
         ("torch/cuda/__init__.py", True),
         ("torch/cuda/memory.py", False),
@@ -157,6 +159,13 @@ def test_torch_fetch_keeps_python_files_strings_headers_and_commit(
     kept = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file())
     assert kept == [DONE, "torch/nn/attention/flex_attention.py", "torch/nn/functional.py"]
     assert TORCH.releases(tmp_path) == ["2.5.1"]
+    stale = tree / "torch/_inductor/kernel/flex_gemm/runtime.py"  # kept under older patterns
+    stale.parent.mkdir(parents=True)
+    stale.write_text("raise ValueError('a GEMM')\n")
+    assert [path for path, _ in TORCH.files(tmp_path, "2.5.1")] == [
+        "torch/nn/attention/flex_attention.py",
+        "torch/nn/functional.py",
+    ]
     binaries = tmp_path / CPP / "2.5.1"
     assert (binaries / "git_version").read_text().strip() == "a8d6afb511a69687bbb2b7e88a3cf67917e1697e"
     assert (binaries / "include/ATen/native/transformers/sdp_utils_cpp.h").exists()

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +28,9 @@ TORCH_INCLUDE = (
     "nn/functional.py",  # scaled_dot_product_attention, multi_head_attention_forward
     "nn/attention/*.py",  # sdpa_kernel, flex_attention, BlockMask, _utils, bias, experimental
     "_higher_order_ops/flex_attention.py",
-    "_inductor/kernel/flex*.py",  # flex_attention.py, flex_decoding.py (to 2.7)
+    # (a pattern's * crosses folders: "flex*.py" would take kernel/flex_gemm/, a GEMM)
+    "_inductor/kernel/flex_attention.py",  # to 2.7
+    "_inductor/kernel/flex_decoding.py",
     "_inductor/kernel/flex/*.py",  # the flex kernels' package (2.8+)
     "_inductor/kernel/*attention*.py",
     "_inductor/exc.py",  # "Cannot find a working triton installation", GPU too old for triton
@@ -88,6 +90,13 @@ class TorchTrees(CachedTrees):
     ) -> None:
         wanted = registry_versions(self.distribution) if versions is None else versions
         super().fetch(cache, public_releases(wanted), log)
+
+    def files(self, cache: Path, version: str) -> Iterator[tuple[str, str]]:
+        """The kept files that the include patterns still name (a tree kept under older patterns
+        is read as the current ones say)."""
+        for path, text in super().files(cache, version):
+            if self.keeps(path) == path:
+                yield path, text
 
     def _fetch_one(self, version: str, dest: Path) -> bool:
         binaries = dest.parent.parent / CPP / version

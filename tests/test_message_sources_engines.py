@@ -97,6 +97,9 @@ def test_torch_keeps_its_attention_files(member: str, kept: bool) -> None:
         (SGLANG, "sglang/srt/layers/attention_backend.py", True),
         (SGLANG, "sglang/srt/server_args.py", True),
         (SGLANG, "sglang-0.4.0/sglang/srt/model_executor/model_runner.py", True),  # an sdist's
+        (SGLANG, "sglang/srt/arg_groups/attention_hook.py", True),
+        (SGLANG, "sglang/srt/model_executor/model_runner_components/attention_backend_setup.py", True),
+        (SGLANG, "sglang/srt/arg_groups/lora_hook.py", False),
         (SGLANG, "sglang/srt/models/llama.py", False),
         (SGLANG, "sglang/srt/layers/linear.py", False),
         (DIFFUSERS, "diffusers/models/attention_dispatch.py", True),

@@ -2,7 +2,8 @@
 
 sglang/srt/layers/attention/ holds the backends from 0.3.x (0.3.0's was one file,
 srt/layers/attention_backend.py); server_args.py checks the --attention-backend asked for against
-the GPU and the installed kernels; model_runner.py (attention_registry.py later) builds it. Like
+the GPU and the installed kernels (arg_groups/attention_hook.py in later releases); model_runner.py
+(attention_registry.py, model_runner_components/attention_backend_setup.py later) builds it. Like
 vLLM's, SGLang's backend choice speaks at INFO level, so ``logger.info`` messages are read too.
 """
 
@@ -15,6 +16,9 @@ SGLANG_INCLUDE = (
     "sglang/srt/layers/attention/**/*.py",  # flashinfer, triton, fa3, flashmla, torch_native, registry
     "sglang/srt/server_args.py",  # "... attention backend requires ..." checks
     "sglang/srt/model_executor/model_runner.py",  # "Invalid attention backend", the backend's choice
+    "sglang/srt/model_executor/model_runner_components/attention_backend_setup.py",  # later home of it
+    "sglang/srt/arg_groups/attention_hook.py",  # later home of server_args' attention checks
+    "sglang/srt/arg_groups/platform_hook.py",
     "sglang/srt/platforms/*.py",
 )
 

@@ -1,0 +1,82 @@
+"""The shipped message catalogue against real text of today's releases (issue 24).
+
+The log lines come from tests/cases/*/produced-*.toml: failures made to happen on an H100 with
+torch 2.11.0+cu130, triton 3.6.0 and transformers 5.17.0 (tests/cases/produced/).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from attn_doctor._compat import tomllib
+from attn_doctor.engine.loader import load_rules
+from attn_doctor.releases.messages import CATALOGUE, catalogue
+from tests.support import REPO, cli
+from tools.messages.symptom_audit import unquoted
+
+CASES = REPO / "tests" / "cases"
+
+
+def produced(name: str) -> tuple[Path, str]:
+    (path,) = CASES.glob(f"*/produced-{name}.toml")
+    return path, tomllib.loads(path.read_text())["log"]["error"]
+
+
+def last_line(name: str) -> str:
+    return produced(name)[1].strip().splitlines()[-1]
+
+
+def test_the_catalogue_is_shipped_small_and_names_what_it_read():
+    assert CATALOGUE.is_file() and CATALOGUE.stat().st_size < 5_000_000
+    packages = catalogue().packages
+    for name in ("transformers", "torch", "flash-attn", "triton", "xformers", "flash-linear-attention"):
+        assert len(packages[name]["releases_read"]) >= 10, name
+    assert "5.17.0" in packages["transformers"]["releases_read"]
+
+
+def test_the_5x_fa2_error_is_traced_to_its_function_and_releases():
+    origins = catalogue().origins(last_line("fa2-not-installed"))
+    top = origins[0]
+    assert top.id == "transformers:transformers.modeling_utils.PreTrainedModel._flash_attn_import_error"
+    assert any(Version(first) <= Version("5.17.0") <= Version(last) for first, last in top.releases)
+    assert "pkg_availability_check()" in top.guard
+
+
+def test_a_flex_attention_value_error_is_traced_with_its_guard():
+    top = catalogue().origins(last_line("flex-head-dim-mismatch"))[0]
+    assert top.package == "torch" and top.file.endswith("nn/attention/flex_attention.py")
+    assert top.kind == "ValueError" and top.guard
+
+
+@pytest.mark.parametrize("name", ["fa2-not-installed", "flash-attn-import"])
+def test_flash_attn_missing_is_named_with_its_install(name: str, tmp_path: Path):
+    log = tmp_path / "error.log"
+    log.write_text(produced(name)[1])
+    report = json.loads(cli("explain", log, "--no-scan", "--format", "json").stdout)
+    first = report["causes"][0]
+    assert first["id"] == "usage-flash-attn-not-installed"
+    rule = load_rules().get(first["id"])
+    assert rule is not None and "install" in rule.fix_summary.lower() and "flash-attn" in rule.fix_summary
+    assert report["origins"] or name == "flash-attn-import"  # Python's own ImportError has no release origin
+
+
+def test_every_symptom_quotes_a_release_or_says_why_not():
+    assert unquoted(load_rules().rules, catalogue()) == []
+
+
+def test_check_never_loads_the_catalogue():
+    code = (
+        "import sys\n"
+        "from attn_doctor.__main__ import main\n"
+        "sys.argv = ['attn-doctor', 'check', '--no-scan', '--format', 'json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "assert 'attn_doctor.releases.messages' not in sys.modules, 'check imported the catalogue'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]

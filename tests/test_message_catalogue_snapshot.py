@@ -80,3 +80,24 @@ def test_check_never_loads_the_catalogue():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_flex_value_error_no_rule_covers_is_reported_with_origin_and_guard(tmp_path: Path):
+    log = tmp_path / "error.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "/opt/venv/lib/python3.12/site-packages/torch/nn/attention/flex_attention.py", line 1548, '
+        "in flex_attention\n"
+        "ValueError: Expect query and key/value to have the same number of heads but got Hq=8 and Hkv=2. "
+        "Try setting enable_gqa=True for GQA.\n"
+    )
+    result = cli("explain", log, "--no-scan", "--format", "json")
+    report = json.loads(result.stdout)
+    assert report["causes"] == []
+    (origin,) = report["origins"]
+    top = origin["messages"][0]
+    assert top["package"] == "torch" and top["file"].endswith("torch/nn/attention/flex_attention.py")
+    assert top["kind"] == "ValueError" and top["guard"] == "not enable_gqa and query.size(-3) != key.size(-3)"
+    text = " ".join(cli("explain", log, "--no-scan").stdout.split())
+    assert "ValueError raised by torch (nn/attention/flex_attention.py" in text
+    assert "when not enable_gqa and query.size(-3) != key.size(-3)" in text

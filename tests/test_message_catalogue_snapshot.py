@@ -101,3 +101,14 @@ def test_a_flex_value_error_no_rule_covers_is_reported_with_origin_and_guard(tmp
     text = " ".join(cli("explain", log, "--no-scan").stdout.split())
     assert "ValueError raised by torch (nn/attention/flex_attention.py" in text
     assert "when not enable_gqa and query.size(-3) != key.size(-3)" in text
+
+
+def test_a_message_says_which_releases_can_print_it(tmp_path: Path):
+    """transformers 5.17.0's FA2 error exists only in some releases: that range is a fact of the log."""
+    log = tmp_path / "error.log"
+    log.write_text(produced("fa2-not-installed")[1])
+    report = json.loads(cli("explain", log, "--no-scan", "--format", "json").stdout)
+    (implied,) = [i for i in report["implied_releases"] if i["package"] == "transformers"]
+    assert any(Version(a) <= Version("5.17.0") <= Version(b) for a, b in implied["releases"])
+    assert all(Version(a) >= Version("5.0.0") for a, _ in implied["releases"])  # 4.x worded it otherwise
+    assert "from its messages: transformers 5." in cli("explain", log, "--no-scan").stdout

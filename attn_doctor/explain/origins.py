@@ -13,6 +13,8 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from packaging.version import Version
+
 from attn_doctor.explain.reader import Block
 from attn_doctor.explain.symptoms import lines_containing
 from attn_doctor.releases.messages import Catalogue, Message
@@ -50,6 +52,61 @@ class ErrorLines:
     def lines(self) -> Iterator[tuple[int, str]]:
         for text, line in sorted(self._lines.items(), key=lambda item: item[1]):
             yield line, text.decode("utf-8", "replace").strip()
+
+
+@dataclass(frozen=True)
+class ImpliedReleases:
+    """What a message says about its package's release: only releases that carry it print it."""
+
+    package: str
+    runs: tuple[tuple[str, str], ...]  # the releases that carry every such line's message
+    line: int  # the (last) log line that says so
+
+    def text(self) -> str:
+        runs = ", ".join(first if first == last else f"{first}–{last}" for first, last in self.runs)
+        return f"{self.package} {runs} (from the message, line {self.line})"
+
+
+def implied_releases(found: list[Origin]) -> list[ImpliedReleases]:
+    """Per package, the releases whose code prints each of the log's lines traced to it: the
+    union over the entries a line may come from, intersected over the lines (where they agree)."""
+    by_package: dict[str, ImpliedReleases] = {}
+    for origin in found:
+        packages = {message.package for message in origin.messages}
+        for package in packages:
+            runs = _union(m.releases for m in origin.messages if m.package == package)
+            known = by_package.get(package)
+            if known is not None:
+                common = _intersection(known.runs, runs)
+                runs = common or known.runs  # lines that disagree: keep what the first said
+            by_package[package] = ImpliedReleases(package, runs, origin.line)
+    return sorted(by_package.values(), key=lambda implied: implied.package)
+
+
+def _union(groups: Iterable[tuple[tuple[str, str], ...]]) -> tuple[tuple[str, str], ...]:
+    merged: list[tuple[str, str]] = []
+    for first, last in sorted((run for group in groups for run in group), key=lambda r: _key(r[0])):
+        if merged and _key(first) <= _key(merged[-1][1]):
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last, key=_key))
+        else:
+            merged.append((first, last))
+    return tuple(merged)
+
+
+def _intersection(
+    a: tuple[tuple[str, str], ...], b: tuple[tuple[str, str], ...]
+) -> tuple[tuple[str, str], ...]:
+    out = []
+    for first_a, last_a in a:
+        for first_b, last_b in b:
+            first, last = max(first_a, first_b, key=_key), min(last_a, last_b, key=_key)
+            if _key(first) <= _key(last):
+                out.append((first, last))
+    return tuple(out)
+
+
+def _key(version: str) -> Version:
+    return Version(version)
 
 
 def origins(lines: Iterable[tuple[int, str]], catalogue: Catalogue) -> list[Origin]:

@@ -14,7 +14,7 @@ from attn_doctor import __version__
 from attn_doctor.engine.fix_pins import reconcile
 from attn_doctor.engine.matcher import RELEASE, Finding, Verdict
 from attn_doctor.explain import Explanation
-from attn_doctor.explain.origins import Origin
+from attn_doctor.explain.origins import Origin, implied_releases
 from attn_doctor.explain.rank import Cause, SymptomMatch
 from attn_doctor.explain.scan import Occurrence
 from attn_doctor.facts.log_facts import FROM_THE_LOG
@@ -37,6 +37,9 @@ def to_text(explanation: Explanation, verbose: bool = False) -> str:
     stated = _stated_facts(env)
     if stated:
         lines.append(f"from the log: {'; '.join(stated if verbose else stated[:6])}")
+    implied = implied_releases(explanation.origins)
+    if implied:
+        lines.append(f"from its messages: {'; '.join(i.text() for i in implied)}")
     lines.append("")
     folded = []
     for rank, cause in enumerate(explanation.causes, 1):
@@ -240,6 +243,10 @@ def to_json(explanation: Explanation) -> str:
                 ],
             }
             for origin in explanation.origins
+        ],
+        "implied_releases": [
+            {"package": i.package, "releases": [list(run) for run in i.runs], "line": i.line}
+            for i in implied_releases(explanation.origins)
         ],
         "problems": explanation.problems,
         "exit_code": explanation.exit_code,

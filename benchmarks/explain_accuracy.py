@@ -101,7 +101,9 @@ def score(case: dict[str, Any], causes: list[tuple[str, Verdict, str]]) -> tuple
 
 def load_cases(batch: str | None = None) -> list[tuple[Path, dict[str, Any]]]:
     """Every case file (path, parsed TOML), or only those of one batch."""
-    cases = [(path, tomllib.loads(path.read_text(encoding="utf-8"))) for path in sorted(CASES.glob("*/*.toml"))]
+    cases = [
+        (path, tomllib.loads(path.read_text(encoding="utf-8"))) for path in sorted(CASES.glob("*/*.toml"))
+    ]
     return [item for item in cases if batch is None or item[1].get("batch") == batch]
 
 

@@ -161,3 +161,8 @@ def test_a_bad_message_id_is_a_rule_problem(tmp_path: Path):
     )
     result = CliRunner().invoke(app, ["rules", "validate", str(rules)])
     assert result.exit_code == 2 and "messages[0]" in result.stderr
+
+
+def test_verbose_names_the_id_a_rule_can_cite(tmp_path: Path, shipped: Catalogue):
+    text = explain_text(tmp_path, FA2_5X, "-v")
+    assert "id: transformers:transformers.modeling_utils.PreTrainedModel._flash_attn_import_error" in text

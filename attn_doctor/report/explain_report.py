@@ -76,6 +76,8 @@ def _origin_lines(origins: list[Origin], verbose: bool) -> list[str]:
         lines.append(f"  line {origin.line}: {text[:SHOWN_CHARS]}")
         for message in origin.messages[: None if verbose else 1]:
             lines.append(f"    {_origin_text(message)}")
+            if verbose:  # the id a rule's `messages` names
+                lines.append(f"      id: {message.id}")
         if not verbose and len(origin.messages) > 1:
             lines.append(f"    (and {len(origin.messages) - 1} other places with the same words: -v)")
     return [*lines, ""]

@@ -112,3 +112,10 @@ def test_a_message_says_which_releases_can_print_it(tmp_path: Path):
     assert any(Version(a) <= Version("5.17.0") <= Version(b) for a, b in implied["releases"])
     assert all(Version(a) >= Version("5.0.0") for a, _ in implied["releases"])  # 4.x worded it otherwise
     assert "from its messages: transformers 5." in cli("explain", log, "--no-scan").stdout
+
+
+def test_every_message_a_rule_names_is_in_the_catalogue():
+    rules = load_rules().rules
+    named = [(rule.id, message_id) for rule in rules for message_id in rule.messages]
+    assert named, "no rule names a message: the check below would pass vacuously"
+    assert [pair for pair in named if not catalogue().by_id(pair[1])] == []

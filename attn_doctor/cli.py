@@ -307,7 +307,7 @@ def _print_report(result: Any, output_format: str, verbose: bool) -> None:
 
         sys.stdout.write(formatter(output_format)(result))
         return
-    from attn_doctor.report.text import fitted, render_lines
+    from attn_doctor.report.text import fitted, plain, render_lines
     from attn_doctor.report.width import terminal_width
 
     lines = fitted(render_lines(result, verbose), terminal_width())
@@ -319,7 +319,7 @@ def _print_report(result: Any, output_format: str, verbose: bool) -> None:
         for text, style in lines:
             console.print(Text(text, style=style))
     else:
-        sys.stdout.write("".join(text + "\n" for text, _ in lines))
+        sys.stdout.write(plain(lines))
 
 
 def _live_progress(output_format: str) -> bool:

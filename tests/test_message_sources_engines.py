@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from tools.messages import build
-from tools.messages.python_source import RawMessage
+from tools.messages.build import extract_file
+from tools.messages.python_source import WITH_INFO, RawMessage
 from tools.messages.python_source import extract as extract_python
 from tools.messages.sources import SOURCES, torch_cpp
 from tools.messages.sources import torch as torch_source
@@ -26,7 +27,7 @@ from tools.messages.sources.diffusers import DIFFUSERS
 from tools.messages.sources.sglang import SGLANG
 from tools.messages.sources.torch import CPP, TORCH, printable_strings, public_releases
 from tools.messages.sources.torch_cpp import TORCH_CPP, BinaryStrings, attention_strings, carried, library_of
-from tools.messages.sources.vllm import VLLM, extract_with_info
+from tools.messages.sources.vllm import VLLM
 
 FIXTURES = Path(__file__).parent / "fixtures" / "messages_engines"
 SDP = "aten/src/ATen/native/transformers/cuda/sdp_utils.cpp"
@@ -400,7 +401,8 @@ def test_torch_cpp_fetch_stops_when_github_cannot_be_reached(
 
 def test_engines_read_info_logs_with_their_guards() -> None:
     found = {
-        m.template: m for m in extract_with_info(fixture("engine_selector.py"), "vllm/attention/selector.py")
+        m.template: m
+        for m in extract_file(fixture("engine_selector.py"), "vllm/attention/selector.py", WITH_INFO)
     }
     turing = found["Cannot use FlashAttention-2 backend for Volta and Turing GPUs."]
     assert turing.kind == "log.info"

@@ -99,7 +99,7 @@ class Cause:
             Verdict.AFFECTED: "the stack fits the rule",
             Verdict.UNKNOWN: "the stack may fit (some facts unknown)",
         }
-        why = [reasons.get(verdict) or _refuted_text(self.finding)]
+        why = [reasons.get(verdict) or refuted_text(self.finding)]
         if self.generic_only:
             why.append("matched only by a generic message")
         elif self.confirmed and all(match.generic for match in self.matches):
@@ -114,10 +114,12 @@ class Cause:
         return why
 
 
-def _refuted_text(finding: Finding) -> str:
+def refuted_text(finding: Finding) -> str:
     """What rules the cause out, as the facts say it: a version, a GPU, a feature not in use."""
     refuted = [reason.text for reason in finding.reasons if reason.holds is False]
-    return f"symptom matches, but {refuted[0]}" if refuted else "symptom matches, the stack does not fit"
+    return (
+        f"symptom matches, but {'; '.join(refuted)}" if refuted else "symptom matches, the stack does not fit"
+    )
 
 
 def rank(

@@ -15,7 +15,7 @@ from attn_doctor.engine.fix_pins import reconcile
 from attn_doctor.engine.matcher import RELEASE, Finding, Verdict
 from attn_doctor.explain import Explanation
 from attn_doctor.explain.origins import Origin, implied_releases
-from attn_doctor.explain.rank import Cause, SymptomMatch
+from attn_doctor.explain.rank import Cause, SymptomMatch, refuted_text
 from attn_doctor.explain.scan import Occurrence
 from attn_doctor.facts.log_facts import FROM_THE_LOG
 from attn_doctor.facts.model import Environment
@@ -179,11 +179,9 @@ def _cause_lines(rank: int, cause: Cause, environment: Environment) -> list[str]
 
 def _verdict_text(finding: Finding) -> str:
     """The verdict, and for an unknown or not-affected one the conditions that made it so."""
-    wanted = {Verdict.UNKNOWN: None, Verdict.NOT_AFFECTED: False}.get(finding.verdict, True)
-    why = [reason.text for reason in finding.reasons if reason.holds is wanted]
     if finding.verdict is Verdict.NOT_AFFECTED:
-        # what rules it out, as the facts say it: a version, a GPU, a feature not in use
-        return f"symptom matches, but {'; '.join(why)}" if why else "symptom matches, the stack does not fit"
+        return refuted_text(finding)
+    why = [reason.text for reason in finding.reasons if reason.holds is None]
     label = f"{finding.verdict.value.replace('-', ' ')} on this stack"
     return f"{label}: {'; '.join(why)}" if finding.verdict is not Verdict.AFFECTED and why else label
 

@@ -6,6 +6,8 @@ terminal and as plain text otherwise (pipes, NO_COLOR), so rich is only imported
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from attn_doctor.check import CheckResult
 from attn_doctor.engine.fix_pins import reconcile
 from attn_doctor.engine.matcher import RELEASE, Finding, Verdict, pending_features
@@ -108,7 +110,7 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-def fitted(lines: list[Line], width: int | None) -> list[tuple[str, str]]:
+def fitted(lines: Sequence[Line], width: int | None) -> list[tuple[str, str]]:
     """Each line as the lines that show it within ``width`` columns, with its style."""
     out = []
     for line in lines:
@@ -117,7 +119,7 @@ def fitted(lines: list[Line], width: int | None) -> list[tuple[str, str]]:
     return out
 
 
-def plain(lines: list[Line], width: int | None = None) -> str:
+def plain(lines: Sequence[Line], width: int | None = None) -> str:
     return "\n".join(text for text, _ in fitted(lines, width)) + "\n"
 
 

@@ -23,7 +23,7 @@ from packaging.version import Version
 from attn_doctor.releases.messages import FIELD_PATTERN  # a formatted value: bounded, linear time
 from tools.messages import cpp_source
 from tools.messages.interface import MessageSource
-from tools.messages.python_source import FIELD, RawMessage, extract
+from tools.messages.python_source import FIELD, LOG_METHODS, RawMessage, extract
 
 MIN_LITERAL = 16
 
@@ -109,11 +109,12 @@ def merge(
     return versions, entries
 
 
-def extract_file(text: str, path: str) -> list[RawMessage]:
-    """A file's messages: C++/CUDA sources (by suffix) read by cpp_source, any other as Python."""
+def extract_file(text: str, path: str, log_methods: frozenset[str] = LOG_METHODS) -> list[RawMessage]:
+    """A file's messages: C++/CUDA sources (by suffix) read by cpp_source, any other as Python
+    (logger calls of ``log_methods``)."""
     if path.endswith(cpp_source.SUFFIXES):
         return cpp_source.extract(text, path)
-    return extract(text, path)
+    return extract(text, path, log_methods)
 
 
 def release_messages(source: MessageSource, cache: Path, version: str) -> list[RawMessage]:

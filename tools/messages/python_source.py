@@ -17,7 +17,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 FIELD = "{}"
-_LOG_METHODS = {"warning", "warn", "error", "critical", "exception", "fatal", "warning_once", "error_once"}
+LOG_METHODS = frozenset(
+    {"warning", "warn", "error", "critical", "exception", "fatal", "warning_once", "error_once"}
+)
+WITH_INFO = LOG_METHODS | {"info", "info_once"}  # engines say why they chose a backend at INFO
 _PERCENT = re.compile(r"%(\([^)]*\))?[-#0 +]*\d*(\.\d+)?[sdifrxXeEgGc%]")
 _FORMAT_FIELD = re.compile(r"\{[^{}]*\}")
 MAX_GUARD = 240
@@ -36,20 +39,22 @@ class RawMessage:
     guard: str  # the condition that leads to it, as source; "" when none
 
 
-def extract(source: str, path: str) -> list[RawMessage]:
-    """Every message of one file; a file that does not parse gives none."""
+def extract(source: str, path: str, log_methods: frozenset[str] = LOG_METHODS) -> list[RawMessage]:
+    """Every message of one file (logger calls of ``log_methods``); a file that does not parse
+    gives none."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return []
-    visitor = _Visitor(path)
+    visitor = _Visitor(path, log_methods)
     visitor.visit(tree)
     return visitor.found
 
 
 class _Visitor(ast.NodeVisitor):
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, log_methods: frozenset[str]) -> None:
         self.path = path
+        self.log_methods = log_methods
         self.scope: list[str] = []
         self.guards: list[str] = []
         self.strings: dict[str, ast.expr] = {}  # the function's names bound to text: preface = "..."
@@ -130,7 +135,7 @@ class _Visitor(ast.NodeVisitor):
         callee = _callee(node.func)
         if node.args and callee in ("warnings.warn", "warn"):
             self._add("warning", node.args[0], self._guard())
-        elif node.args and callee.rsplit(".", 1)[-1] in _LOG_METHODS and _logger_like(callee):
+        elif node.args and callee.rsplit(".", 1)[-1] in self.log_methods and _logger_like(callee):
             self._add(f"log.{callee.rsplit('.', 1)[-1].removesuffix('_once')}", logged(node), self._guard())
         elif node.args and (owner := self._owner("__init__")) and _super_init(node.func):
             self._add(owner, node.args[0], self._guard())

@@ -12,14 +12,12 @@ messages are read too (kind ``log.info``), with the same templates and guards.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.messages import python_source
 from tools.messages.build import extract_file
-from tools.messages.python_source import RawMessage
+from tools.messages.python_source import WITH_INFO, RawMessage
 from tools.messages.sources.archives import ArchiveTrees
 
 VLLM_INCLUDE = (
@@ -38,34 +36,10 @@ VLLM_TAGS = (
     "manylinux_2_24_x86_64",  # 0.21.0's wheel (build tag -1)
     "manylinux2014_x86_64",
 )
-_INFO = {"info", "info_once"}
-
-
-class _InfoVisitor(python_source._Visitor):
-    """python_source's reader, also taking ``logger.info(...)`` messages."""
-
-    def visit_Call(self, node: ast.Call) -> None:  # noqa: N802
-        callee = python_source._callee(node.func)
-        if node.args and callee.rsplit(".", 1)[-1] in _INFO and python_source._logger_like(callee):
-            self._add("log.info", python_source.logged(node), self._guard())
-        super().visit_Call(node)
-
-
-def extract_with_info(text: str, path: str) -> list[RawMessage]:
-    """A Python file's messages, ``logger.info`` ones included; other files as build reads them."""
-    if not path.endswith(".py"):
-        return extract_file(text, path)
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return []
-    visitor = _InfoVisitor(path)
-    visitor.visit(tree)
-    return visitor.found
 
 
 def messages_with_info(files: Iterable[tuple[str, str]]) -> list[RawMessage]:
-    return [message for path, text in files for message in extract_with_info(text, path)]
+    return [message for path, text in files for message in extract_file(text, path, WITH_INFO)]
 
 
 @dataclass(frozen=True)

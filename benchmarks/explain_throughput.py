@@ -156,6 +156,11 @@ LOGS: dict[str, Callable[[Path, float], int]] = {
 }
 
 
+# warm, as an installed tool runs: pip writes bytecode at install, so a child that may not (the
+# PYTHONDONTWRITEBYTECODE some CI images set) would time Python compiling attn_doctor instead
+WARM = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+
+
 def wall_time(log: Path, extra: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
     start = time.perf_counter()
     done = subprocess.run(
@@ -163,7 +168,7 @@ def wall_time(log: Path, extra: list[str], env: dict[str, str] | None = None) ->
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         check=False,
-        env=env,
+        env=env or WARM,
     )
     return time.perf_counter() - start, done.returncode
 
@@ -186,7 +191,7 @@ def write_traceback(path: Path, kilobytes: float = 10) -> int:
 
 def catalogue_cost(folder: Path, runs: int, megabytes: float) -> None:
     """explain with the shipped message catalogue against explain without it, in the same run."""
-    without = {**os.environ, "ATTN_DOCTOR_MESSAGE_CATALOGUE": ""}
+    without = {**WARM, "ATTN_DOCTOR_MESSAGE_CATALOGUE": ""}
     print("\n| log | without catalogue | with catalogue | ratio |")
     print("| --- | --- | --- | --- |")
     for name, write in (

@@ -124,3 +124,26 @@ def test_options_override_the_log() -> None:
     result = CliRunner().invoke(app, ["explain", log, "--no-scan", "--pin", "torch==2.8.0", "-f", "json"])
     packages = json.loads(result.stdout)["environment"]["packages"]
     assert packages["torch"]["version"] == "2.8.0" and packages["flash-attn"]["version"] == "2.6.3"
+
+
+@pytest.mark.parametrize(
+    ("line", "features"),
+    [
+        (
+            '  File "/venv/flash_attn/flash_attn_interface.py", line 1124, in flash_attn_varlen_func',
+            ("flash_attention_2", "packed_sequences"),
+        ),
+        ("    F.scaled_dot_product_attention(q, k, k)", ("sdpa",)),
+        (
+            '  File "/venv/site-packages/torch/_inductor/compile_fx.py", line 9, in compile_fx',
+            ("torch_compile",),
+        ),
+        # prose names a feature without proving its use
+        ("Try using `eager` or `flex_attention` instead.", ()),
+        ("WARNING: flash_attn_varlen_func is deprecated", ()),
+    ],
+)
+def test_a_traceback_call_proves_a_feature_and_prose_does_not(line: str, features: tuple[str, ...]):
+    from attn_doctor.facts.log_features import features_of
+
+    assert features_of(line) == features

@@ -137,6 +137,24 @@ def test_torch_cuda_build_from_a_pin_label(tmp_path, site):
     assert unlabelled["test-cu128"]["verdict"] == "unknown"
 
 
+@pytest.mark.parametrize(
+    ("pin", "expected"),
+    [
+        ("torch==2.1.2+cpu", "affected"),
+        ("torch==2.1.2+cu121", "not-affected"),
+        ("torch==2.5.1+rocm6.2", "not-affected"),
+        ("torch==2.1.2", "unknown"),  # no label: the build is not known
+    ],
+)
+def test_torch_build_condition(tmp_path, site, pin, expected):
+    """xformers-torch-cpu-build: 'can't load C++/CUDA extensions' is the CPU build's only on one."""
+    write_rule(tmp_path / "rules", "cpu-only", 'torch_build = ["cpu"]')
+    found = verdict(tmp_path / "rules", None, "--pin", pin)
+    assert found["cpu-only"]["verdict"] == expected
+    bad = write_rule(tmp_path / "bad", "bad-build", 'torch_build = ["xpu"]')
+    assert "affects.torch_build" in cli("rules", "validate", bad).output
+
+
 def test_any_false_condition_wins_over_unknown(tmp_path, site, no_gpu):
     write_rule(tmp_path / "rules", "test-mixed", 'compute_capability = "<8.0"\npackages = { xformers = "" }')
     assert verdict(tmp_path / "rules", site)["test-mixed"]["verdict"] == "not-affected"

@@ -9,7 +9,6 @@ against real release text in test_message_catalogue_snapshot.py.
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from typer.testing import CliRunner
 
 import attn_doctor.explain as explain_module
 from attn_doctor.cli import app
-from attn_doctor.releases.messages import Catalogue
+from attn_doctor.releases.messages import Catalogue, entries, layout, read, write
 from tools.messages.build import merge, pattern_of, runs
 from tools.messages.python_source import extract
 
@@ -78,17 +77,59 @@ def test_releases_are_runs():
     assert runs([False, False, False, False, True], versions) == [["5.1.0", "5.1.0"]]
 
 
-def catalogue_of(tmp_path: Path) -> Catalogue:
+def merged_entries() -> list[dict]:
     old = extract(OLD, "transformers/modeling_utils.py")
     new = extract(NEW, "transformers/modeling_utils.py")
     versions, entries = merge(
         "transformers", [("4.45.0", old), ("4.57.1", old), ("5.0.0", new), ("5.17.0", new)]
     )
     assert versions == ["4.45.0", "4.57.1", "5.0.0", "5.17.0"]
-    data = {"generated": "2026-11-25", "packages": {}, "messages": entries}
-    path = tmp_path / "messages.json.gz"
-    path.write_bytes(gzip.compress(json.dumps(data).encode()))
-    return Catalogue(json.loads(gzip.decompress(path.read_bytes())))
+    return entries
+
+
+def catalogue_of(tmp_path: Path) -> Catalogue:
+    data = {"generated": "2026-11-25", "packages": {}, "messages": merged_entries()}
+    path = tmp_path / "messages.zip"
+    write(data, path)
+    return read(path)
+
+
+def test_the_file_holds_every_entry_and_the_same_data_gives_the_same_bytes(tmp_path: Path):
+    catalogue = catalogue_of(tmp_path)
+    again = tmp_path / "again.zip"
+    write({"generated": "2026-11-25", "packages": {}, "messages": entries(catalogue)}, again)
+    assert again.read_bytes() == (tmp_path / "messages.zip").read_bytes()
+
+    def key(entry: dict) -> str:
+        return json.dumps(entry, sort_keys=True)
+
+    assert sorted(map(key, entries(catalogue))) == sorted(map(key, merged_entries()))
+
+
+def test_a_line_reads_only_the_group_it_matches(tmp_path: Path):
+    """The reason for the layout: explain on a short log decodes a small part of 12 MB."""
+    filler = [
+        {
+            "id": f"pkg:m.f{n}",
+            "package": "pkg",
+            "file": "m.py",
+            "function": f"f{n}",
+            "kind": "ValueError",
+            "template": f"message number {n:05d} went wrong",
+            "pattern": f"message number {n:05d} went wrong",
+            "literal": f"message number {n:05d} went wrong",
+            "releases": [["1.0", "1.0"]],
+            "guard": "",
+        }
+        for n in range(1000)
+    ]
+    parts = layout({"generated": "x", "packages": {}, "messages": filler})
+    read_names: list[str] = []
+    catalogue = Catalogue(lambda name: read_names.append(name) or parts.get(name, b""))
+    (found,) = catalogue.origins("ValueError: message number 00733 went wrong")
+    assert found.id == "pkg:m.f733"
+    assert [n for n in read_names if n.startswith("groups/")] == ["groups/0005.json"]
+    assert len([n for n in parts if n.startswith("groups/")]) == 8
 
 
 FA2_5X = (

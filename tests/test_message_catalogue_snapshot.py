@@ -17,7 +17,7 @@ from packaging.version import Version
 from attn_doctor._compat import tomllib
 from attn_doctor.engine.loader import load_rules
 from attn_doctor.releases.messages import CATALOGUE, catalogue
-from tests.support import REPO, cli
+from tests.support import REPO, cli, write_rule
 from tools.messages.symptom_audit import unquoted
 
 CASES = REPO / "tests" / "cases"
@@ -118,4 +118,113 @@ def test_every_message_a_rule_names_is_in_the_catalogue():
     rules = load_rules().rules
     named = [(rule.id, message_id) for rule in rules for message_id in rule.messages]
     assert named, "no rule names a message: the check below would pass vacuously"
-    assert [pair for pair in named if not catalogue().by_id(pair[1])] == []
+    assert [pair for pair in named if not catalogue().named(pair[1])] == []
+
+
+@pytest.mark.parametrize(
+    ("transformers", "verdict"),
+    [("<4.45", "not affected"), (">=4.44", "affected"), ("<5.10", "unknown")],
+)
+def test_a_rule_range_is_decided_by_the_releases_a_message_exists_in(
+    tmp_path: Path, transformers: str, verdict: str
+):
+    """No version in the log, only 5.x's wording of the FA2 error: transformers is one of the
+    releases that print it (5.4.0 and later), so a 4.x rule is refuted, a rule for all of them
+    holds, and one whose boundary falls among them stays unknown."""
+    rules = tmp_path / "rules"
+    write_rule(
+        rules,
+        "fa2-range",
+        f'packages = {{ transformers = "{transformers}" }}',
+        symptoms='["FlashAttention2 has been toggled on, but it cannot be used"]',
+    )
+    log = tmp_path / "error.log"
+    log.write_text(produced("fa2-not-installed")[1])
+    report = json.loads(cli("explain", log, "--no-scan", "--rules", rules, "--format", "json").stdout)
+    (cause,) = [c for c in report["causes"] if c["id"] == "fa2-range"]
+    assert cause["verdict"] == verdict.replace(" ", "-")
+    (reason,) = [r for r in cause["reasons"] if r["condition"] == "transformers"]
+    assert reason["text"].startswith("transformers 5.4.0–") and f"{transformers}" in reason["text"]
+    package = report["environment"]["packages"]["transformers"]
+    assert (
+        package["version"] is None and "5.17.0" in package["releases"] and "4.57.1" not in package["releases"]
+    )
+
+
+def test_every_wording_of_a_message_a_rule_names_triggers_it(tmp_path: Path):
+    """The point of naming messages: each release's wording (from the releases' own source, fields
+    filled in) is a symptom of the rule, also those no hand-written symptom quotes, such as 5.4's
+    'Flash Attention 2 with a model not initialized on GPU. Please make sure ...'."""
+    rules = [rule for rule in load_rules().rules if rule.messages]
+    lines = {
+        (rule.id, message.template.replace("{}", "2").strip().splitlines()[0])
+        for rule in rules
+        for reference in rule.messages
+        for message in catalogue().named(reference)
+    }
+    assert len({rule_id for rule_id, _ in lines}) >= 5
+    for rule_id, line in sorted(lines):
+        log = tmp_path / "error.log"
+        log.write_text(f"RuntimeError: {line}\n")
+        causes = json.loads(cli("explain", log, "--no-scan", "--format", "json").stdout)["causes"]
+        assert rule_id in [cause["id"] for cause in causes], line
+    five_four = (
+        "You are attempting to use Flash Attention 2 with a model not initialized on GPU. Please make sure"
+    )
+    assert any(
+        line.startswith(five_four) for rule_id, line in lines if rule_id == "usage-fa2-model-not-on-gpu"
+    )
+
+
+def test_no_available_kernel_says_why_in_torchs_own_words(tmp_path: Path):
+    """The H100 run: fp32 inputs with only the flash backend allowed. The reasons torch printed
+    above the error (its sdp_utils checks, traced by the catalogue) are shown with the cause."""
+    log = tmp_path / "error.log"
+    log.write_text(produced("sdpa-flash-only-float32")[1])
+    report = json.loads(cli("explain", log, "--no-scan", "--format", "json").stdout)
+    first = report["causes"][0]
+    assert first["id"] == "usage-sdpa-no-available-kernel"
+    said = [reason["text"] for reason in first["log_reasons"]]
+    assert any(
+        text.startswith("Expected query, key and value to all be of dtype: {Half, BFloat16}") for text in said
+    )
+    assert not any("not used because" in text for text in said)  # the headers are not reasons
+    assert "the log says why, line" in cli("explain", log, "--no-scan").stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("sdpa-gqa-without-flag", "usage-sdpa-gqa-without-enable-gqa"),
+        ("sdpa-mask-shape", "usage-sdpa-mask-shape"),
+    ],
+)
+def test_a_generic_shape_error_is_an_sdpa_mistake_only_where_the_log_shows_the_call(
+    tmp_path: Path, name: str, rule: str
+):
+    """torch's broadcast and expand messages are any shape mismatch: the H100 traceback's call to
+    scaled_dot_product_attention is what makes them these user errors (feature sdpa, from the log)."""
+    text = produced(name)[1]
+    log = tmp_path / "error.log"
+    log.write_text(text)
+    report = json.loads(cli("explain", log, "--no-scan", "--format", "json").stdout)
+    assert (report["causes"][0]["id"], report["causes"][0]["verdict"]) == (rule, "affected")
+    sdpa = [f for f in report["environment"]["features"]["facts"] if f["name"] == "sdpa"]
+    assert sdpa and sdpa[0]["source"] == "from the log"
+    log.write_text(text.replace("F.scaled_dot_product_attention(", "torch.add("))
+    other = json.loads(cli("explain", log, "--no-scan", "--format", "json").stdout)
+    assert [(c["id"], c["verdict"]) for c in other["causes"]] == [(rule, "unknown")]
+
+
+def test_a_mistyped_attn_implementation_gets_the_nearest_name_the_message_lists(tmp_path: Path):
+    """transformers 5.17.0 on the H100, attn_implementation="flash_attn_2": the valid names are
+    the message's own, so the answer follows whatever the installed release lists."""
+    text = produced("attn-implementation-typo")[1]
+    log = tmp_path / "error.log"
+    log.write_text(text)
+    first = json.loads(cli("explain", log, "--no-scan", "--format", "json").stdout)["causes"][0]
+    assert first["id"] == "usage-attn-implementation-invalid"
+    assert first["nearest"] == {"given": "flash_attn_2", "nearest": "flash_attention_2"}
+    log.write_text(text.replace('"flash_attn_2"', '"flex_atention"'))
+    first = json.loads(cli("explain", log, "--no-scan", "--format", "json").stdout)["causes"][0]
+    assert first["nearest"] == {"given": "flex_atention", "nearest": "flex_attention"}

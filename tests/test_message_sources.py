@@ -4,8 +4,6 @@ flash-attn 2.8.3's flash_api.cpp (tests/fixtures/messages/). No network."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import shutil
 import subprocess
 import tarfile
@@ -14,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from attn_doctor.releases.messages import read
 from tools.messages import build, cpp_source
 from tools.messages.python_source import RawMessage
 from tools.messages.python_source import extract as extract_python
@@ -376,12 +375,9 @@ def test_fetch_unions_distributions_notes_binaries_and_build_reads_the_cache(
     ]
     check = entries[("demo/csrc/api.cpp", "demo kernel built without this GPU")]
     assert (check["kind"], check["function"], check["guard"]) == ("TORCH_CHECK", "f", "!(ok)")
-    out = tmp_path / "out.json.gz"
+    out = tmp_path / "out.zip"
     build.write(catalogue, out)
-    assert json.loads(gzip.decompress(out.read_bytes()))["packages"]["demo"]["releases_read"] == [
-        "1.0",
-        "2.0",
-    ]
+    assert read(out).packages["demo"]["releases_read"] == ["1.0", "2.0"]
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

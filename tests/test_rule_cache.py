@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from support import cli, write_rule
+
+from attn_doctor.engine import patterns
 
 
 def test_an_edited_rule_file_is_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -33,3 +38,43 @@ def test_a_corrupt_cache_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (cache / "rules.json").write_text("{" * 5000)
     monkeypatch.setenv("ATTN_DOCTOR_CACHE", str(cache))
     assert cli("rules", "validate").exit_code == 0
+
+
+def explain_with_rule(tmp_path: Path, cache: Path) -> str:
+    """explain in a fresh process (shapes are remembered per process too), with one user rule."""
+    rules = tmp_path / "rules"
+    write_rule(rules, "demo", symptoms="['widget (\\d+) exploded']")
+    log = tmp_path / "error.log"
+    log.write_text("RuntimeError: widget 42 exploded\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "attn_doctor", "explain", str(log), "--rules", str(rules), "--no-scan"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ATTN_DOCTOR_CACHE": str(cache)},
+        check=False,
+    )
+    return done.stdout
+
+
+def test_symptom_shapes_are_remembered_for_the_analyser_that_found_them(tmp_path: Path):
+    cache = tmp_path / "cache"
+    assert "demo" in explain_with_rule(tmp_path, cache)
+    saved = json.loads((cache / "rules.json").read_text())["symptom shapes"]
+    assert saved["analyser"] == patterns.ANALYSER
+    assert saved["shapes"]["widget (\\d+) exploded"] == [" exploded", ["widget ", " exploded"], False]
+    # a shape another analyser wrote (here: a literal no line holds) is not used
+    saved["analyser"], saved["shapes"]["widget (\\d+) exploded"] = "00000000", ["never in a log", [], False]
+    (cache / "rules.json").write_text(json.dumps({"symptom shapes": saved}))
+    assert "demo" in explain_with_rule(tmp_path, cache)
+    # nor a malformed one
+    (cache / "rules.json").write_text(
+        json.dumps(
+            {
+                "symptom shapes": {
+                    "analyser": patterns.ANALYSER,
+                    "shapes": {"widget (\\d+) exploded": ["x", "y"]},
+                }
+            }
+        )
+    )
+    assert "demo" in explain_with_rule(tmp_path, cache)

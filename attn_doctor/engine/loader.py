@@ -17,6 +17,7 @@ from attn_doctor.inputs import parse_toml, read_bytes
 
 MAX_RULE_BYTES = 256 * 1024
 MAX_CACHED_DOCUMENTS = 1000
+SHAPES = "symptom shapes"  # the cache's one entry that is not a document (engine/patterns.py)
 
 
 @dataclass
@@ -87,6 +88,8 @@ def _load_path(path: Path, documents: _ParsedCache, compile_symptoms: bool) -> R
 
 def _load_file(path: Path, documents: _ParsedCache, compile_symptoms: bool) -> RuleSet:
     """One file's rule, or its problems: whatever breaks in one file never stops the others."""
+    if compile_symptoms:
+        documents.read_shapes()
     try:
         raw = read_bytes(path, cap=MAX_RULE_BYTES)
         data = documents.get(path, raw)
@@ -117,6 +120,16 @@ class _ParsedCache:
                 self.entries = loaded if isinstance(loaded, dict) else {}
             except (OSError, ValueError, RecursionError):
                 self.entries = {}
+        self.shapes_read = False
+
+    def read_shapes(self) -> None:
+        """Hand the remembered symptom shapes to engine/patterns.py, once, where symptoms are
+        compiled (``check`` trusts the database and never imports it)."""
+        if not self.shapes_read:
+            from attn_doctor.engine import patterns
+
+            patterns.remember(self.entries.get(SHAPES))
+            self.shapes_read = True
 
     def get(self, path: Path, raw: bytes) -> dict[str, Any]:
         key = f"{path.resolve()}:{zlib.crc32(raw):08x}:{len(raw)}"
@@ -133,6 +146,12 @@ class _ParsedCache:
         return data
 
     def save(self) -> None:
+        if self.shapes_read:
+            from attn_doctor.engine import patterns
+
+            shapes = patterns.remembered()
+            if shapes is not None:
+                self.entries[SHAPES], self.dirty = shapes, True
         if self.path is None or not self.dirty:
             return
         if len(self.entries) > MAX_CACHED_DOCUMENTS:  # edited rules leave old keys behind

@@ -15,7 +15,7 @@ from packaging.version import Version
 from attn_doctor.engine.schema import Rule
 from attn_doctor.facts.features import EVIDENT_FEATURES
 from attn_doctor.facts.missing_names import MissingName
-from attn_doctor.facts.model import Environment
+from attn_doctor.facts.model import Environment, Package
 from attn_doctor.probes.observation import Observation, ProbeVerdict
 
 RELEASE = "release"  # the condition of every reason the release-facts snapshot decides
@@ -112,6 +112,8 @@ def _conditions(rule: Rule, env: Environment, observed: tuple[MissingName, ...])
         reasons.append(_platform(affects.platform, env))
     if affects.gfx:
         reasons.append(_gfx(affects.gfx, env))
+    if affects.torch_build:
+        reasons.append(_torch_build(affects.torch_build, env))
     # what costs a project scan or a snapshot read is asked only when it can still matter
     if affects.features and not any(reason.holds is False for reason in reasons):
         reasons.append(_features(affects.features, env))
@@ -173,6 +175,8 @@ def _package(name: str, spec: SpecifierSet, env: Environment) -> Reason:
     package = env.packages.get(name)
     if package is None:
         return not_installed(name, name, env)
+    if package.version is None and package.releases:
+        return _in_releases(name, package, spec)
     if package.version is None:
         return Reason(
             name,
@@ -182,6 +186,23 @@ def _package(name: str, spec: SpecifierSet, env: Environment) -> Reason:
             missing=MISSING_VERSION,
         )
     return replace(_in_spec(name, name, package.version, spec), origin=package.origin)
+
+
+def _in_releases(name: str, package: Package, spec: SpecifierSet) -> Reason:
+    """A version known only as one of some releases: the condition holds when it holds for all of
+    them, fails when it fails for all, and is unknown between (the rule's boundary is inside)."""
+    outcomes = {_contains(version, spec) for version in package.releases}
+    span = (
+        package.releases[0] if len(package.releases) == 1 else f"{package.releases[0]}–{package.releases[-1]}"
+    )
+    label = f"{name} {span} ({len(package.releases)} releases, {package.origin})"
+    if outcomes == {True}:
+        return Reason(name, True, f"{label} is in {spec}", package.origin)
+    if outcomes == {False}:
+        return Reason(name, False, f"{label} is not in {spec}", package.origin)
+    return Reason(
+        name, None, f"{label}: some are in {spec}, some not", package.origin, missing=MISSING_VERSION
+    )
 
 
 def not_installed(name: str, condition: str, env: Environment) -> Reason:
@@ -239,6 +260,18 @@ def _cuda(spec: SpecifierSet, env: Environment) -> Reason:
         build = f"ROCm {env.torch_build.hip}" if env.torch_build.hip else "CPU"
         return Reason("cuda", False, f"torch is a {build} build, not a CUDA build")
     return _in_spec("cuda", "torch's CUDA", env.torch_build.cuda, spec)
+
+
+def _torch_build(kinds: tuple[str, ...], env: Environment) -> Reason:
+    if "torch" not in env.packages and env.absent("torch"):
+        return Reason("torch_build", False, "torch is not installed")
+    if env.torch_build is None:
+        return Reason("torch_build", None, "torch's build is unknown", missing=MISSING_TORCH_BUILD)
+    build = env.torch_build
+    kind = "cuda" if build.cuda else "rocm" if build.hip else "cpu"
+    label = {"cuda": f"a CUDA {build.cuda}", "rocm": f"a ROCm {build.hip}", "cpu": "a CPU"}[kind]
+    relation = "is" if kind in kinds else "is not"
+    return Reason("torch_build", kind in kinds, f"torch is {label} build ({relation} {' or '.join(kinds)})")
 
 
 def _rocm(spec: SpecifierSet, env: Environment) -> Reason:

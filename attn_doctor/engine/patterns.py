@@ -18,8 +18,10 @@ no wheel (benchmarks/explain_throughput.py measures both on hostile lines).
 from __future__ import annotations
 
 import sys
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -43,6 +45,7 @@ _FORBIDDEN = {
 }
 
 Item = tuple[Any, Any]  # (opcode, argument) of the parsed pattern
+ANALYSER = f"{zlib.crc32(Path(__file__).read_bytes()):08x}"  # remembered shapes hold for this code only
 
 
 class UnsafePattern(ValueError):
@@ -56,14 +59,63 @@ class Shape:
     plain: bool  # the pattern is exactly its literal: a substring test decides a match
 
 
+_KNOWN: dict[str, Shape] = {}  # shapes found in this run or remembered from an earlier one
+_NEW: set[str] = set()  # found in this run: what the cache lacks
+MAX_REMEMBERED = 4096
+
+
 def analyse(pattern: str) -> Shape:
-    """The pattern's shape. Raises ``re.error`` (not a pattern) or UnsafePattern."""
+    """The pattern's shape. Raises ``re.error`` (not a pattern) or UnsafePattern.
+
+    Parsing a pattern is a third of loading the rules, so shapes are remembered: within a run
+    (validating a rule and compiling its symptoms both ask) and, through the rules cache
+    (engine/loader.py), between runs. Only patterns that passed are remembered.
+    """
+    shape = _KNOWN.get(pattern)
+    if shape is None:
+        shape = _KNOWN[pattern] = _analyse(pattern)
+        _NEW.add(pattern)
+    return shape
+
+
+def remember(saved: Any) -> None:
+    """Shapes an earlier run found (``remembered()``'s value); anything malformed is ignored."""
+    if (
+        not isinstance(saved, dict)
+        or saved.get("analyser") != ANALYSER
+        or not isinstance(saved.get("shapes"), dict)
+    ):
+        return
+    for pattern, value in saved["shapes"].items():
+        if (
+            isinstance(value, list)
+            and len(value) == 3
+            and isinstance(value[0], str)
+            and isinstance(value[1], list)
+            and all(isinstance(run, str) for run in value[1])
+            and isinstance(value[2], bool)
+        ):
+            _KNOWN.setdefault(pattern, Shape(literal=value[0], runs=tuple(value[1]), plain=value[2]))
+
+
+def remembered() -> dict[str, Any] | None:
+    """The shapes to keep for the next run, or None when this run found none the cache lacks."""
+    if not _NEW:
+        return None
+    shapes = {p: [s.literal, list(s.runs), s.plain] for p, s in list(_KNOWN.items())[-MAX_REMEMBERED:]}
+    _NEW.clear()
+    return {"analyser": ANALYSER, "shapes": shapes}
+
+
+def _analyse(pattern: str) -> Shape:
     if len(pattern) > MAX_PATTERN_CHARS:
         raise UnsafePattern(f"longer than {MAX_PATTERN_CHARS} characters")
     try:
         parsed = sre_parse.parse(pattern)
-    except (RecursionError, OverflowError) as exc:  # '(' * 500, 'a{99999999999}'
-        raise UnsafePattern(f"nested or repeated too deeply ({type(exc).__name__})") from None
+    except RecursionError:  # '(' * 500
+        raise UnsafePattern("nested too deeply (RecursionError)") from None
+    except OverflowError as exc:  # 'a{99999999999}': "the repetition number is too large"
+        raise UnsafePattern(str(exc)) from None
     if parsed.state.flags & sre_parse.SRE_FLAG_IGNORECASE:
         raise UnsafePattern("case-insensitive matching ((?i)) is not supported: symptoms are verbatim text")
     ways = _ways(parsed.data)

@@ -52,6 +52,8 @@ _TOP_KEYS = {
     "symptoms",
     "messages",
     "external_symptoms",
+    "log_reasons",
+    "nearest",
     "repro",
     "references",
     "affects",
@@ -69,7 +71,16 @@ RELEASE_CONDITIONS = (
 PTXAS_PACKAGES = ("triton",)
 API_TABLE_PACKAGES = ("transformers", "flash-attn", "triton", "xformers", "flash-linear-attention")
 PREBUILT_WHEEL_PACKAGES = ("flash-attn",)
-_AFFECTS_KEYS = {"packages", "platform", "features", "gfx", *VERSION_CONDITIONS, *RELEASE_CONDITIONS}
+_AFFECTS_KEYS = {
+    "packages",
+    "platform",
+    "features",
+    "gfx",
+    "torch_build",
+    *VERSION_CONDITIONS,
+    *RELEASE_CONDITIONS,
+}
+TORCH_BUILDS = ("cpu", "cuda", "rocm")
 _GFX = re.compile(r"^(gfx[0-9a-f]{3,5}|any)$")  # "any": every AMD GPU
 _FIX_KEYS = {"summary", "pins"}
 
@@ -81,6 +92,7 @@ class Affects:
     platform: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
     gfx: tuple[str, ...] = ()  # AMD GPU targets (gfx1100), or "any": a target GPU's must be one of them
+    torch_build: tuple[str, ...] = ()  # TORCH_BUILDS: torch's build is one of them
     # from the release-facts snapshot (docs/release-facts.md):
     requirement_unmet: tuple[str, tuple[str, ...]] | None = None  # (package, the packages it requires)
     prebuilt_wheel_missing: str | None = None  # a package whose release has no wheel for this torch
@@ -129,6 +141,11 @@ class Rule:
     # symptoms that quote text no release's code holds (CUDA runtime, compiler, loader, pip, user
     # code), each with why: the symptom-vs-catalogue test accepts only these unmatched
     external_symptoms: dict[str, str] = field(default_factory=dict)
+    # catalogue id prefixes: the log's lines traced to them say why, and are shown with the cause
+    log_reasons: tuple[str, ...] = ()
+    # (given, choices): regexes with one group each, run on the matched line: the name the user
+    # gave, and the valid names the message lists; explain says the valid name nearest the given one
+    nearest: tuple[str, str] | None = None
     repro: str | None = None
     path: str = ""
     kind: str = "bug"
@@ -169,6 +186,8 @@ def parse_rule(
     symptoms = _symptoms(data.get("symptoms", []), problems, compile_symptoms)
     messages = _message_ids(data.get("messages", []), problems)
     external = _external(data.get("external_symptoms", {}), symptoms, problems)
+    log_reasons = _log_reasons(data.get("log_reasons", []), problems)
+    nearest = _nearest(data.get("nearest"), problems)
     references = _references(data.get("references"), problems)
     repro = data.get("repro")
     if repro is not None and not (isinstance(repro, str) and _ID.match(repro)):
@@ -192,6 +211,8 @@ def parse_rule(
         symptoms=symptoms,
         messages=messages,
         external_symptoms=external,
+        log_reasons=log_reasons,
+        nearest=nearest,
         repro=repro,
         path=path,
         kind=kind,
@@ -228,18 +249,56 @@ def _string_list(value: Any, where: str, problems: _Problems) -> list[str] | Non
     return value
 
 
-_MESSAGE_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*:[A-Za-z0-9_.]+$")
+_MESSAGE_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*:[A-Za-z0-9_.]+(#[^#\n]{4,200})?$")
 
 
 def _message_ids(value: Any, problems: _Problems) -> tuple[str, ...]:
-    """Catalogue ids, ``DIST:module.function`` (the catalogue itself is read by explain only)."""
+    """Catalogue references, ``DIST:module.function`` or ``DIST:module.function#words`` (the
+    catalogue itself is read by explain only: releases/messages.py, ``Catalogue.named``)."""
     ids = _string_list(value, "messages", problems) or []
     for index, message_id in enumerate(ids):
         if not _MESSAGE_ID.match(message_id):
             problems.add(
-                f"messages[{index}]", f"{message_id[:80]!r}: not a catalogue id (DIST:module.function)"
+                f"messages[{index}]",
+                f"{message_id[:80]!r}: not a catalogue id (DIST:module.function, optionally #words: "
+                "4 to 200 characters of the message, no #)",
             )
     return tuple(ids)
+
+
+_ID_PREFIX = re.compile(r"^[a-z0-9][a-z0-9._-]*:[A-Za-z0-9_.]{3,}$")
+
+
+def _log_reasons(value: Any, problems: _Problems) -> tuple[str, ...]:
+    """Catalogue id prefixes, ``DIST:module.function`` or a shorter dotted start of one."""
+    prefixes = _string_list(value, "log_reasons", problems) or []
+    for index, prefix in enumerate(prefixes):
+        if not _ID_PREFIX.match(prefix):
+            problems.add(
+                f"log_reasons[{index}]", f"{prefix[:80]!r}: not the start of a catalogue id (DIST:module...)"
+            )
+    return tuple(prefixes)
+
+
+def _nearest(value: Any, problems: _Problems) -> tuple[str, str] | None:
+    """``{ given = REGEX, choices = REGEX }``, each in the safe subset with exactly one group."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"given", "choices"}:
+        problems.add("nearest", "must be a table with given and choices (regexes with one group each)")
+        return None
+    for key in ("given", "choices"):
+        pattern = value[key]
+        try:
+            groups = re.compile(pattern).groups if isinstance(pattern, str) and len(pattern) <= 200 else -1
+        except re.error:
+            groups = -1
+        if groups != 1:
+            problems.add(
+                f"nearest.{key}", "must be a regular expression (at most 200 characters) with one group"
+            )
+            return None
+    return (value["given"], value["choices"])
 
 
 def _external(value: Any, symptoms: tuple[str, ...], problems: _Problems) -> dict[str, str]:
@@ -264,8 +323,7 @@ def _symptoms(value: Any, problems: _Problems, compile_patterns: bool) -> tuple[
         try:
             with warnings.catch_warnings():  # "possible nested set": a FutureWarning, not an error
                 warnings.simplefilter("ignore")
-                re.compile(pattern)
-            analyse(pattern)
+                analyse(pattern)  # parses it as `re` does: a syntax error is re.error
         except (re.error, RecursionError, OverflowError) as exc:
             problems.add(f"symptoms[{index}]", f"not a regular expression: {str(exc)[:200]}")
         except UnsafePattern as exc:
@@ -309,12 +367,14 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
     platform = _members(value.get("platform", []), "affects.platform", PLATFORMS, problems)
     features = _members(value.get("features", []), "affects.features", FEATURES, problems)
     gfx = _gfx_targets(value.get("gfx", []), problems)
+    torch_build = _members(value.get("torch_build", []), "affects.torch_build", TORCH_BUILDS, problems)
     return Affects(
         packages=packages,
         versions=versions,
         platform=platform,
         features=features,
         gfx=gfx,
+        torch_build=torch_build,
         requirement_unmet=_requirement_unmet(value.get("requirement_unmet"), problems),
         prebuilt_wheel_missing=_prebuilt_wheel(value.get("prebuilt_wheel_missing"), "missing", problems),
         prebuilt_wheel_lacks_gpu=_prebuilt_wheel(

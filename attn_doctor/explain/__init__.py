@@ -19,6 +19,8 @@ bounded cost per candidate line. benchmarks/explain_throughput.py measures it on
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,7 +28,7 @@ from pathlib import Path
 from attn_doctor.config import Config
 from attn_doctor.engine.loader import database_path, load_rules
 from attn_doctor.engine.matcher import match
-from attn_doctor.explain.origins import ErrorLines, Origin, origins
+from attn_doctor.explain.origins import ErrorLines, ImpliedReleases, Origin, implied_releases, origins
 from attn_doctor.explain.rank import Cause, rank
 from attn_doctor.explain.reader import Block, LogReader, open_log
 from attn_doctor.explain.scan import scan
@@ -34,7 +36,8 @@ from attn_doctor.explain.symptoms import compile_symptoms
 from attn_doctor.facts import log_facts  # the module: log_facts reads logs with this package's reader
 from attn_doctor.facts.assemble import EnvironmentInputs, assemble
 from attn_doctor.facts.model import Environment
-from attn_doctor.releases.messages import catalogue
+from attn_doctor.releases.facts import snapshot
+from attn_doctor.releases.messages import Catalogue, catalogue
 
 EXIT_CAUSE_FOUND, EXIT_NO_CAUSE, EXIT_INPUT_ERROR = 0, 1, 2
 
@@ -49,6 +52,7 @@ class Explanation:
     rules_with_symptoms: int
     problems: list[str]  # input problems (a bad --rules file, broken metadata): exit 2
     origins: list[Origin] = field(default_factory=list)  # where its error lines come from (catalogue)
+    implied: list[ImpliedReleases] = field(default_factory=list)  # the releases those lines narrow to
 
     @property
     def exit_code(self) -> int:
@@ -67,6 +71,8 @@ def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules:
     with open_log(source) as stream:
         reader = LogReader(stream, source)
         hits = scan(_feeding(reader, stated, error_lines), symptoms)
+    found = origins(error_lines.lines(), messages)
+    implied = _imply(found, messages, stated.facts)
     env, fact_problems = assemble(replace(inputs, log=stated.facts), config)
     observed = tuple(stated.facts.missing)
     findings = [match(rule, env, observed=observed) for rule in ruleset.rules]
@@ -75,11 +81,68 @@ def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules:
         bytes_read=reader.bytes_read,
         lines=reader.lines,
         environment=env,
-        causes=rank(findings, symptoms, hits, stated.facts.innermost_package),
+        causes=[
+            _with_nearest(_with_reasons(cause, found))
+            for cause in rank(findings, symptoms, hits, stated.facts.innermost_package)
+        ],
         rules_with_symptoms=sum(bool(rule.symptoms or rule.messages) for rule in ruleset.rules),
         problems=[*ruleset.problems, *fact_problems, *_truncation(reader)],
-        origins=origins(error_lines.lines(), messages),
+        origins=found,
+        implied=implied,
     )
+
+
+def _with_reasons(cause: Cause, found: list[Origin]) -> Cause:
+    """The cause with the log's lines its rule's ``log_reasons`` name: torch's "No available
+    kernel" is explained by the checks it printed above it ("Expected query, key and value to all
+    be of dtype: {Half, BFloat16}")."""
+    prefixes = cause.finding.rule.log_reasons
+    said = tuple(
+        (origin.line, _message_part(origin.text))
+        for origin in found
+        if any(message.id.startswith(prefixes) for message in origin.messages)
+    )
+    return replace(cause, said=said) if prefixes and said else cause
+
+
+def _with_nearest(cause: Cause) -> Cause:
+    """The cause with the valid name nearest the one the user gave (rule.nearest), both read
+    from the matched line: 'attn_implementation="flash_attn_2"' is nearest "flash_attention_2"."""
+    if cause.finding.rule.nearest is None:
+        return cause
+    given_pattern, choices_pattern = cause.finding.rule.nearest
+    for symptom_match in cause.matches:
+        line = symptom_match.last.text.decode("utf-8", "replace")
+        given = re.search(given_pattern, line)
+        if given is None:
+            continue
+        choices = list(dict.fromkeys(re.findall(choices_pattern, line[given.end() :])))
+        close = difflib.get_close_matches(given[1], choices, n=1, cutoff=0.5)
+        if close:
+            return replace(cause, nearest=(given[1], close[0]))
+    return cause
+
+
+def _message_part(text: str) -> str:
+    """ "x.py:9: UserWarning: Expected ... (Triggered internally at .../sdp_utils_cpp.h:91.)" is
+    "Expected ...": the words the library chose, without where Python or C++ printed them."""
+    for mark in ("Warning: ", "Error: "):
+        if mark in text:
+            text = text.split(mark, 1)[1]
+            break
+    return text.split(" (Triggered internally at ", 1)[0].strip()
+
+
+def _imply(found: list[Origin], messages: Catalogue, facts: log_facts.LogFacts) -> list[ImpliedReleases]:
+    """The releases the log's messages narrow each package to, added to its facts (where the log
+    states no version): a rule's range is then decided on them, each labelled "from the message"."""
+    newest = {name: (info.get("releases_read") or [""])[-1] for name, info in messages.packages.items()}
+    implied = implied_releases(found, newest)
+    releases = snapshot()
+    for each in implied:
+        known = releases.releases(each.package) if each.package in releases.meta.get("packages", {}) else {}
+        facts.imply(each.package, each.releases(known), each.line)
+    return implied
 
 
 def _truncation(reader: LogReader) -> list[str]:

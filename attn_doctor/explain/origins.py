@@ -61,25 +61,51 @@ class ImpliedReleases:
     package: str
     runs: tuple[tuple[str, str], ...]  # the releases that carry every such line's message
     line: int  # the (last) log line that says so
+    newest_read: str = ""  # the catalogue's newest release of the package: a run that ends there goes on
 
     def text(self) -> str:
         runs = ", ".join(first if first == last else f"{first}–{last}" for first, last in self.runs)
-        return f"{self.package} {runs} (from the message, line {self.line})"
+        later = " or later" if self.open_ended else ""
+        return f"{self.package} {runs}{later} (from the message, line {self.line})"
+
+    @property
+    def open_ended(self) -> bool:
+        """A message the newest release read still prints is likely in releases after it too."""
+        return bool(self.runs) and self.runs[-1][1] == self.newest_read
+
+    def releases(self, known: Iterable[str]) -> tuple[str, ...]:
+        """Of ``known`` releases (and the runs' own ends), those the runs cover, in order."""
+        versions = {_key(v): v for v in known if _is_release(v)}
+        versions.update({_key(end): end for run in self.runs for end in run})
+        inside = [
+            key
+            for key in versions
+            if any(_key(first) <= key <= _key(last) for first, last in self.runs)
+            or (self.open_ended and key > _key(self.runs[-1][1]))
+        ]
+        return tuple(versions[key] for key in sorted(inside))
 
 
-def implied_releases(found: list[Origin]) -> list[ImpliedReleases]:
+# FA3 (hopper/) and FA4 (flash_attn/cute/) ship in flash-attention's tags but install as other
+# distributions: their messages say nothing about the flash-attn release
+_OTHER_DISTRIBUTION = ("hopper/", "flash_attn/cute/")
+
+
+def implied_releases(found: list[Origin], newest: dict[str, str] | None = None) -> list[ImpliedReleases]:
     """Per package, the releases whose code prints each of the log's lines traced to it: the
-    union over the entries a line may come from, intersected over the lines (where they agree)."""
+    union over the entries a line may come from, intersected over the lines (where they agree).
+    ``newest``: each package's newest release the catalogue read."""
     by_package: dict[str, ImpliedReleases] = {}
     for origin in found:
-        packages = {message.package for message in origin.messages}
-        for package in packages:
-            runs = _union(m.releases for m in origin.messages if m.package == package)
+        messages = [m for m in origin.messages if not m.file.startswith(_OTHER_DISTRIBUTION)]
+        for package in sorted({message.package for message in messages}):
+            runs = _union(m.releases for m in messages if m.package == package)
             known = by_package.get(package)
             if known is not None:
                 common = _intersection(known.runs, runs)
                 runs = common or known.runs  # lines that disagree: keep what the first said
-            by_package[package] = ImpliedReleases(package, runs, origin.line)
+            newest_read = (newest or {}).get(package, "")
+            by_package[package] = ImpliedReleases(package, runs, origin.line, newest_read)
     return sorted(by_package.values(), key=lambda implied: implied.package)
 
 
@@ -107,6 +133,13 @@ def _intersection(
 
 def _key(version: str) -> Version:
     return Version(version)
+
+
+def _is_release(version: str) -> bool:
+    try:
+        return not Version(version).is_prerelease
+    except ValueError:
+        return False
 
 
 def origins(lines: Iterable[tuple[int, str]], catalogue: Catalogue) -> list[Origin]:

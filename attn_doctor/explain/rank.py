@@ -27,6 +27,8 @@ _VERDICT_ORDER = {Verdict.AFFECTED: 0, Verdict.UNKNOWN: 1, Verdict.NOT_AFFECTED:
 # messages that many unrelated faults print: on their own they say little about the cause
 GENERIC_MESSAGES = (
     "undefined symbol",
+    "must match the size of tensor b (",  # any broadcast
+    "must match the existing size (",  # any expand
     "no kernel image is available for execution on the device",
     "an illegal memory access was encountered",
     "out of resource: shared memory",
@@ -78,6 +80,8 @@ class Cause:
     finding: Finding  # the rule and its verdict on this stack
     matches: tuple[SymptomMatch, ...]
     raised_here: bool = False  # the innermost traceback frame is in the rule's component
+    said: tuple[tuple[int, str], ...] = ()  # (line, text): the log's lines that say why (log_reasons)
+    nearest: tuple[str, str] | None = None  # (the name given, the valid name nearest it): rule.nearest
 
     @property
     def last_line(self) -> int:
@@ -85,8 +89,11 @@ class Cause:
 
     @property
     def confirmed(self) -> bool:
-        """A release-facts condition holds: the snapshot, not only the message, names the cause."""
-        return any(reason.condition == RELEASE and reason.holds for reason in self.finding.reasons)
+        """A release-facts condition holds, or a feature the rule needs is in use (a call the log
+        shows, a declared or detected feature): facts, not only the message, name the cause."""
+        return any(
+            reason.condition in (RELEASE, "features") and reason.holds for reason in self.finding.reasons
+        )
 
     @property
     def generic_only(self) -> bool:

@@ -50,7 +50,7 @@ def compile_symptoms(rules: list[Rule], catalogue: Catalogue | None = None) -> l
     worded: dict[str, tuple[Message, list[str]]] = {}
     for rule in rules:
         for message_id in rule.messages:
-            for message in catalogue.by_id(message_id) if catalogue else []:
+            for message in catalogue.named(message_id) if catalogue else []:
                 worded.setdefault(message.pattern, (message, []))[1].append(rule.id)
     symptoms = [
         _worded(message, tuple(ids)) for message, ids in worded.values() if message.pattern not in naming

@@ -307,6 +307,8 @@ def _features(inputs: EnvironmentInputs, config: Config, base: FeatureSet) -> Fe
         features = base
     for checkout in inputs.sources:
         features.add(FeatureFact("source_build", True, "--source", (str(checkout),)))
+    for name, line in (inputs.log.features if inputs.log is not None else {}).items():
+        features.add(FeatureFact(name, True, "from the log", (f"line {line}",)))  # a call it shows
     _add_project_scan(inputs, config, features)
     return features
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from attn_doctor.explain.reader import Block
 from attn_doctor.explain.symptoms import lines_containing
-from attn_doctor.facts import missing_names
+from attn_doctor.facts import log_features, missing_names
 from attn_doctor.facts.gpus import CAPABILITIES, gpus_in_text
 from attn_doctor.facts.missing_names import MissingName
 from attn_doctor.facts.model import Gpu, Package
@@ -72,6 +72,7 @@ _LITERALS = (
     b"ccelerate",
     b"peft",
     *missing_names.LITERALS,
+    *log_features.LITERALS,
 )
 
 # names users write for the stack's packages, lower-case -> distribution
@@ -163,6 +164,7 @@ class LogFacts:
     origins: dict[str, str] = field(default_factory=dict)
     innermost_package: str | None = None  # the package of the last traceback frame read
     missing: list[MissingName] = field(default_factory=list)  # API errors: names the stack lacks
+    features: dict[str, int] = field(default_factory=dict)  # feature -> the first line that shows it
 
     def add_package(self, name: str, version: str | None, line: int, strength: int) -> None:
         name = installed_name(name, version)
@@ -174,6 +176,17 @@ class LogFacts:
         origin = f"{FROM_THE_LOG}line {line}"
         self.packages[name] = Package(name, version, name, origin)
         self.strength[name] = strength
+
+    def imply(self, distribution: str, releases: tuple[str, ...], line: int) -> None:
+        """The package is one of ``releases`` (only they print the message on ``line``): a fact
+        where the log names no version, never over one it states."""
+        name = installed_name(distribution, None)
+        known = self.packages.get(name)
+        if name not in _WATCHED or not releases or (known is not None and known.version is not None):
+            return
+        origin = f"from the message, line {line}"
+        self.packages[name] = Package(name, None, name, origin, releases=releases)
+        self.strength.setdefault(name, FRAME)
 
     def state(self, fact: str, value: str, line: int) -> None:
         """Set a scalar fact (python, platform, driver, torch_cuda, nvcc) once, at its first statement."""
@@ -210,6 +223,8 @@ class LogFactCollector:
     def _read_line(self, line: str, number: int) -> None:
         facts = self.facts
         self._versions(line, number)
+        for feature in log_features.features_of(line):
+            facts.features.setdefault(feature, number)
         frame = _FRAME_PATH.search(line)
         if 'File "' in line:
             facts.innermost_package = _MODULES.get(frame[1]) if frame else None

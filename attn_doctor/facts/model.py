@@ -38,6 +38,8 @@ class Package:
     version: str | None
     distribution: str
     origin: str
+    # version unknown, but only these releases can be it (a log's messages exist in these alone)
+    releases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ class Environment:
                     version=_opt_version(p["version"]),
                     distribution=_text(p["distribution"]),
                     origin=f"{source}",
+                    releases=tuple(_text(r) for r in _list(_mapping(p).get("releases") or [])),
                 )
                 for name, p in _mapping(data["packages"]).items()
             }

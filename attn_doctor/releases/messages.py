@@ -1,6 +1,6 @@
 """The message catalogue: what each release of the stack can raise, warn or log, and where.
 
-A generated snapshot (snapshot/messages.json.gz, written by ``python -m tools.messages.build``
+A generated snapshot (snapshot/messages.zip, written by ``python -m tools.messages.build``
 from the released files themselves). ``origins`` tells, for a line of a log, which entries can
 have printed it: all patterns run at once as one RE2 set, so a line costs time linear in its
 length whatever the catalogue's size. ``check`` never loads it.
@@ -8,17 +8,19 @@ length whatever the catalogue's size. ``check`` never loads it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import gzip
 import json
 import os
+import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from attn_doctor.releases.facts import SNAPSHOT
 
-CATALOGUE = SNAPSHOT / "messages.json.gz"
+CATALOGUE = SNAPSHOT / "messages.zip"
 KEY = 8  # characters of a literal that index it
 # a formatted value in a pattern (tools/messages/build.py writes them): any text of the line, which
 # the reader caps at 4 KiB; RE2 keeps the match linear (a counted .{0,N} would multiply the program)
@@ -48,23 +50,46 @@ class Message:
 
 
 class Catalogue:
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.generated: str = data.get("generated", "")
-        self.packages: dict[str, Any] = data.get("packages", {})
-        self._entries: list[dict[str, Any]] = data.get("messages", [])  # made Messages when asked
-        self._by_key: dict[str, list[dict[str, Any]]] | None = None
-        self._ids: dict[str, list[dict[str, Any]]] | None = None
+    """The catalogue's messages grouped by pattern (copies of one message in many files share one).
+
+    Only the patterns are read up front; a group's entries are read when a line matches it, the
+    ids when a rule names one (see ``layout``): explain on a short log reads a small part.
+    """
+
+    def __init__(self, member: Callable[[str], bytes]) -> None:
+        self._member = member  # the bytes of one part of the layout, by name
+        header = json.loads(member(HEADER) or b"{}")
+        self.generated: str = header.get("generated", "")
+        self.packages: dict[str, Any] = header.get("packages", {})
+        self.source: str = header.get("source", "")
+        self._patterns: list[list[str]] = json.loads(member(PATTERNS) or b"[]")  # [literal, pattern]
+        self._chunks: dict[int, list[list[dict[str, Any]]]] = {}
+        self._by_key: dict[str, list[int]] | None = None
+        self._ids: dict[str, list[int]] | None = None
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Catalogue:
+        """A catalogue held in memory: ``data`` as the generator builds it (tests, merging)."""
+        parts = layout(data)
+        return cls(lambda name: parts.get(name, b""))
 
     @property
     def messages(self) -> list[Message]:
-        return [_message(entry) for entry in self._entries]
+        return [message for group in range(len(self._patterns)) for message in self._group(group)]
 
     def by_id(self, message_id: str) -> list[Message]:
         if self._ids is None:
-            self._ids = {}
-            for entry in self._entries:
-                self._ids.setdefault(entry["id"], []).append(entry)
-        return [_message(entry) for entry in self._ids.get(message_id, [])]
+            self._ids = json.loads(self._member(IDS) or b"{}")
+        return [
+            m for group in self._ids.get(message_id, []) for m in self._group(group) if m.id == message_id
+        ]
+
+    def named(self, reference: str) -> list[Message]:
+        """The messages a rule names: ``DIST:module.function`` is every message of that function;
+        ``...#words`` only those whose template holds ``words`` (a function that raises several
+        messages, e.g. one per missing package, each reworded across releases)."""
+        message_id, _, words = reference.partition("#")
+        return [m for m in self.by_id(message_id) if words in m.template]
 
     def origins(self, line: str) -> list[Message]:
         """The entries whose pattern matches ``line``, most specific (longest literal) first.
@@ -75,23 +100,79 @@ class Catalogue:
         """
         index = self._index()
         candidates = {
-            id(entry): entry
+            group
             for start in range(len(line) - KEY + 1)
-            for entry in index.get(line[start : start + KEY], ())
+            for group in index.get(line[start : start + KEY], ())
         }
         matched = [
-            _message(e)
-            for e in candidates.values()
-            if e["literal"] in line and _regex(e["pattern"]).search(line)
+            message
+            for group in candidates
+            if self._patterns[group][0] in line and _regex(self._patterns[group][1]).search(line)
+            for message in self._group(group)
         ]
         return sorted(matched, key=lambda m: (-len(m.literal), m.id))
 
-    def _index(self) -> dict[str, list[dict[str, Any]]]:
+    def _index(self) -> dict[str, list[int]]:
         if self._by_key is None:
             self._by_key = {}
-            for entry in self._entries:
-                self._by_key.setdefault(entry["literal"][:KEY], []).append(entry)
+            for group, (literal, _) in enumerate(self._patterns):
+                self._by_key.setdefault(literal[:KEY], []).append(group)
         return self._by_key
+
+    def _group(self, group: int) -> list[Message]:
+        chunk = group // GROUPS_PER_CHUNK
+        if chunk not in self._chunks:
+            self._chunks[chunk] = json.loads(self._member(f"{CHUNK_FOLDER}/{chunk:04d}.json"))
+        literal, pattern = self._patterns[group]
+        return [_message(entry, literal, pattern) for entry in self._chunks[chunk][group % GROUPS_PER_CHUNK]]
+
+
+HEADER, PATTERNS, IDS, CHUNK_FOLDER = "header.json", "patterns.json", "ids.json", "groups"
+GROUPS_PER_CHUNK = 128
+
+
+def layout(data: dict[str, Any]) -> dict[str, bytes]:
+    """The parts of the catalogue file, by name: ``header.json`` (generated, source, packages),
+    ``patterns.json`` ([literal, pattern] per group of entries with one pattern), ``ids.json`` (id
+    to its groups) and ``groups/NNNN.json`` (GROUPS_PER_CHUNK groups' entries, without the
+    literal and pattern their group holds). Sorted and compact: the same data, the same bytes."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for entry in sorted(data.get("messages", []), key=lambda e: (e["id"], e["template"], e["file"])):
+        key = (entry["literal"], entry["pattern"])
+        groups.setdefault(key, []).append({k: v for k, v in entry.items() if k not in ("literal", "pattern")})
+    keys = sorted(groups)
+    ids: dict[str, list[int]] = {}
+    for number, key in enumerate(keys):
+        for entry in groups[key]:
+            if number not in ids.setdefault(entry["id"], []):
+                ids[entry["id"]].append(number)
+    header = {k: v for k, v in data.items() if k != "messages"}
+    parts = {HEADER: _json(header), PATTERNS: _json([list(key) for key in keys]), IDS: _json(ids)}
+    for chunk in range(0, len(keys), GROUPS_PER_CHUNK):
+        members = [groups[key] for key in keys[chunk : chunk + GROUPS_PER_CHUNK]]
+        parts[f"{CHUNK_FOLDER}/{chunk // GROUPS_PER_CHUNK:04d}.json"] = _json(members)
+    return parts
+
+
+def write(data: dict[str, Any], out: Path) -> None:
+    """The catalogue as a zip of its ``layout``: fixed dates, so the same data gives the same bytes."""
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for name, content in layout(data).items():
+            archive.writestr(
+                zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), content, zipfile.ZIP_DEFLATED
+            )
+
+
+def entries(catalogue: Catalogue) -> list[dict[str, Any]]:
+    """Every entry as the generator wrote it (merging catalogues built apart)."""
+    return [
+        dataclasses.asdict(message) | {"releases": [list(r) for r in message.releases]}
+        for message in catalogue.messages
+    ]
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -104,7 +185,7 @@ def _regex(pattern: str) -> Any:
         return re2.compile(re2.escape(pattern))  # never matches a real line: the pattern is its own text
 
 
-def _message(entry: dict[str, Any]) -> Message:
+def _message(entry: dict[str, Any], literal: str, pattern: str) -> Message:
     return Message(
         id=entry["id"],
         package=entry["package"],
@@ -112,21 +193,25 @@ def _message(entry: dict[str, Any]) -> Message:
         function=entry["function"],
         kind=entry["kind"],
         template=entry["template"],
-        pattern=entry["pattern"],
-        literal=entry["literal"],
+        pattern=pattern,
+        literal=literal,
         releases=tuple((first, last) for first, last in entry["releases"]),
         guard=entry.get("guard", ""),
     )
 
 
 @functools.lru_cache(maxsize=1)
-def catalogue(path: Path | None = None) -> Catalogue:
+def catalogue() -> Catalogue:
     """The shipped catalogue, or the file ATTN_DOCTOR_MESSAGE_CATALOGUE names ("" for none: the
-    benchmarks compare explain with and without it); empty where there is no file."""
-    if path is None:
-        chosen = os.environ.get("ATTN_DOCTOR_MESSAGE_CATALOGUE")
-        path = CATALOGUE if chosen is None else Path(chosen)
+    benchmarks compare explain with and without it)."""
+    chosen = os.environ.get("ATTN_DOCTOR_MESSAGE_CATALOGUE")
+    return read(CATALOGUE if chosen is None else Path(chosen))
+
+
+def read(path: Path) -> Catalogue:
+    """The catalogue file at ``path`` (as ``write`` makes it); empty where there is no file."""
     if not path.is_file():
-        return Catalogue({})
-    with gzip.open(path, "rb") as handle:
-        return Catalogue(json.loads(handle.read()))
+        return Catalogue(lambda name: b"")
+    archive = zipfile.ZipFile(path)  # open for the process: the groups are read as lines match
+    names = set(archive.namelist())
+    return Catalogue(lambda name: archive.read(name) if name in names else b"")

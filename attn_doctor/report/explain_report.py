@@ -14,7 +14,7 @@ from attn_doctor import __version__
 from attn_doctor.engine.fix_pins import reconcile
 from attn_doctor.engine.matcher import RELEASE, Finding, Verdict
 from attn_doctor.explain import Explanation
-from attn_doctor.explain.origins import Origin, implied_releases
+from attn_doctor.explain.origins import Origin
 from attn_doctor.explain.rank import Cause, SymptomMatch, refuted_text
 from attn_doctor.explain.scan import Occurrence
 from attn_doctor.facts.log_facts import FROM_THE_LOG
@@ -37,9 +37,8 @@ def to_text(explanation: Explanation, verbose: bool = False) -> str:
     stated = _stated_facts(env)
     if stated:
         lines.append(f"from the log: {'; '.join(stated if verbose else stated[:6])}")
-    implied = implied_releases(explanation.origins)
-    if implied:
-        lines.append(f"from its messages: {'; '.join(i.text() for i in implied)}")
+    if explanation.implied:
+        lines.append(f"from its messages: {'; '.join(i.text() for i in explanation.implied)}")
     lines.append("")
     folded = []
     for rank, cause in enumerate(explanation.causes, 1):
@@ -148,6 +147,9 @@ def _input_name(source: str) -> str:
     return "stdin" if source == "-" else source
 
 
+MAX_SAID = 6
+
+
 def _cause_lines(rank: int, cause: Cause, environment: Environment) -> list[str]:
     rule, mark = cause.finding.rule, _MARKS[cause.finding.verdict]
     kind = {"usage": "user error; ", "install": "installation problem; "}.get(rule.kind, "")
@@ -160,6 +162,13 @@ def _cause_lines(rank: int, cause: Cause, environment: Environment) -> list[str]
         if {match.first.line, match.last.line} - shown:
             lines.extend(_match_lines(match))
             shown |= {match.first.line, match.last.line}
+    if cause.nearest is not None:
+        given, nearest = cause.nearest
+        lines.append(f'   in this log: "{given}" is not a name it knows; the nearest it lists is "{nearest}"')
+    for line, text in cause.said[:MAX_SAID]:
+        lines.append(f"   the log says why, line {line}: {text}")
+    if len(cause.said) > MAX_SAID:
+        lines.append(f"   (and {len(cause.said) - MAX_SAID} more such lines: --format json)")
     for reason in cause.finding.reasons:
         if reason.condition == RELEASE and reason.holds:
             lines.append(f"   found: {reason.text}")
@@ -245,8 +254,13 @@ def to_json(explanation: Explanation) -> str:
             for origin in explanation.origins
         ],
         "implied_releases": [
-            {"package": i.package, "releases": [list(run) for run in i.runs], "line": i.line}
-            for i in implied_releases(explanation.origins)
+            {
+                "package": i.package,
+                "releases": [list(run) for run in i.runs],
+                "or_later": i.open_ended,
+                "line": i.line,
+            }
+            for i in explanation.implied
         ],
         "problems": explanation.problems,
         "exit_code": explanation.exit_code,
@@ -290,4 +304,8 @@ def _cause_dict(rank: int, cause: Cause) -> dict[str, Any]:
         "fix": {"summary": rule.fix_summary, "pins": list(rule.fix_pins)},
         "references": list(rule.references),
         "repro": f"attn-doctor repro {rule.id}" if rule.repro else None,
+        "log_reasons": [{"line": line, "text": text} for line, text in cause.said],
+        "nearest": None
+        if cause.nearest is None
+        else {"given": cause.nearest[0], "nearest": cause.nearest[1]},
     }

@@ -48,6 +48,8 @@ def conditions(affects: Affects) -> list[str]:
         said.append(f"platform: {', '.join(affects.platform)}")
     if affects.gfx:
         said.append(f"AMD GPU target: {', '.join(affects.gfx)}")
+    if affects.torch_build:
+        said.append(f"torch build: {' or '.join(affects.torch_build)}")
     if affects.features:
         said.append(f"features in use: {', '.join(affects.features)}")
     if affects.requirement_unmet is not None:

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gzip
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -20,14 +18,14 @@ from typing import Any
 
 from packaging.version import Version
 
-from attn_doctor.releases.messages import FIELD_PATTERN  # a formatted value: bounded, linear time
+from attn_doctor.releases.messages import CATALOGUE, FIELD_PATTERN, entries, read, write
 from tools.messages import cpp_source
 from tools.messages.interface import MessageSource
 from tools.messages.python_source import FIELD, LOG_METHODS, RawMessage, extract
 
 MIN_LITERAL = 16
 
-OUT = Path(__file__).resolve().parents[2] / "attn_doctor" / "releases" / "snapshot" / "messages.json.gz"
+OUT = CATALOGUE
 
 
 def pattern_of(template: str) -> tuple[str, str] | None:
@@ -163,24 +161,17 @@ def build(sources: Sequence[MessageSource], cache: Path) -> dict[str, Any]:
     }
 
 
-def write(catalogue: dict[str, Any], out: Path = OUT) -> None:
-    data = json.dumps(catalogue, separators=(",", ":"), sort_keys=True).encode()
-    with gzip.GzipFile(out, "wb", mtime=0) as handle:  # mtime 0: the same catalogue, the same bytes
-        handle.write(data)
-
-
 def merged(parts: Sequence[Path]) -> dict[str, Any]:
     """Catalogues built apart (one per group of sources: torch's wheels take long) as one; a later
     part's package replaces an earlier one's."""
     catalogue: dict[str, Any] = {"packages": {}, "messages": []}
     for part in parts:
-        with gzip.open(part, "rb") as handle:
-            data = json.loads(handle.read())
-        names = set(data["packages"])
+        data = read(part)
+        names = set(data.packages)
         catalogue["messages"] = [m for m in catalogue["messages"] if m["package"] not in names]
-        catalogue["messages"] += data["messages"]
-        catalogue["packages"].update(data["packages"])
-        catalogue["generated"], catalogue["source"] = data["generated"], data["source"]
+        catalogue["messages"] += entries(data)
+        catalogue["packages"].update(data.packages)
+        catalogue["generated"], catalogue["source"] = data.generated, data.source
     catalogue["messages"].sort(key=lambda e: (e["id"], e["template"]))
     return catalogue
 

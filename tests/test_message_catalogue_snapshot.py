@@ -228,3 +228,13 @@ def test_a_mistyped_attn_implementation_gets_the_nearest_name_the_message_lists(
     log.write_text(text.replace('"flash_attn_2"', '"flex_atention"'))
     first = json.loads(cli("explain", log, "--no-scan", "--format", "json").stdout)["causes"][0]
     assert first["nearest"] == {"given": "flex_atention", "nearest": "flex_attention"}
+
+
+def test_db_info_shows_the_catalogue_one_aligned_row_per_package():
+    text = cli("db", "info").stdout
+    assert f"message catalogue: snapshot of {catalogue().generated}" in text
+    rows = text.split("message catalogue:", 1)[1].splitlines()[2:]
+    assert {row.split()[0] for row in rows if row.strip()} == set(catalogue().packages)
+    assert len({row.index(row.split()[1]) + len(row.split()[1]) for row in rows if row.strip()}) == 1
+    document = json.loads(cli("db", "info", "--format", "json").stdout)["message_catalogue"]
+    assert document["packages"]["transformers"]["releases"] >= 100

@@ -56,10 +56,11 @@ def to_text(facts: ReleaseFacts, messages: Catalogue) -> str:
     )
     catalogue = _catalogue(messages)
     lines += ["", f"message catalogue: snapshot of {catalogue['generated'] or '(none shipped)'}"]
-    lines.append(f"  {'package':<16} {'releases':>8}  {'from':<10} {'to':<10} {'messages':>8}  unread")
+    width = max([len("package"), *map(len, catalogue["packages"])])
+    lines.append(f"  {'package':<{width}} {'releases':>8}  {'from':<10} {'to':<11} {'messages':>8}  unread")
     for name, info in catalogue["packages"].items():
         lines.append(
-            f"  {name:<16} {info['releases']:>8}  {info['first'] or '-':<10} {info['newest'] or '-':<10} "
-            f"{info['messages']:>8}  {len(info['unread'])}"
+            f"  {name:<{width}} {info['releases']:>8}  {info['first'] or '-':<10} "
+            f"{info['newest'] or '-':<11} {info['messages']:>8}  {len(info['unread'])}"
         )
     return "\n".join(lines) + "\n"

@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from attn_doctor._compat import tomllib
 from attn_doctor.cli import app
 from attn_doctor.explain.reader import LogReader
 from attn_doctor.facts.log_facts import MAX_CANDIDATE_LINES, LogFactCollector, LogFacts
+
+CASES = Path(__file__).parent / "cases"
 
 STATED = Path(__file__).parent / "logs" / "stated"
 
@@ -131,7 +134,7 @@ def test_options_override_the_log() -> None:
     [
         (
             '  File "/venv/flash_attn/flash_attn_interface.py", line 1124, in flash_attn_varlen_func',
-            ("flash_attention_2", "packed_sequences"),
+            ("flash_attention_2", "packed_sequences", "varlen"),
         ),
         ("    F.scaled_dot_product_attention(q, k, k)", ("sdpa",)),
         (
@@ -147,3 +150,23 @@ def test_a_traceback_call_proves_a_feature_and_prose_does_not(line: str, feature
     from attn_doctor.facts.log_features import features_of
 
     assert features_of(line) == features
+
+
+@pytest.mark.parametrize(
+    ("spec", "verdict"),
+    [("==9.0", "not-affected"), (">=8.6", "affected"), ("==8.6", "unknown"), ("!=8.0,!=9.0", "affected")],
+)
+def test_a_shared_memory_limit_names_the_gpu_class(tmp_path, spec: str, verdict: str):
+    """OpenSpaceAI/DEST3D#2 as pasted: 'Hardware limit: 101376' is a 99 KiB GPU (sm_86, sm_89 or
+    sm_120): a rule for every one of them holds, one for none is refuted, one for some is open."""
+    from support import cli, write_rule
+
+    case = tomllib.loads((CASES / "triton" / "openspaceai-dest3d-2.toml").read_text())
+    log = tmp_path / "error.log"
+    log.write_text(case["log"]["error"])
+    rules = tmp_path / "rules"
+    write_rule(rules, "smem", f'compute_capability = "{spec}"', symptoms="['Hardware limit: ']")
+    report = json.loads(cli("explain", log, "--rules", rules, "--no-scan", "--format", "json").stdout)
+    (gpu,) = report["environment"]["gpus"]
+    assert gpu["compute_capability"] is None and gpu["capabilities"] == ["8.6", "8.9", "12.0", "12.1"]
+    assert next(c for c in report["causes"] if c["id"] == "smem")["verdict"] == verdict

@@ -104,6 +104,7 @@ def test_probed_gpu_from_nvidia_smi(tmp_path, site, fake_nvidia_smi):
         "compute_capability": "9.0",
         "driver": "550.54.15",
         "gfx": None,
+        "capabilities": [],  # a probed GPU's capability is known exactly
     }
     assert verdict(tmp_path / "rules", site)["test-hopper"]["verdict"] == "affected"
 

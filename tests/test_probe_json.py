@@ -33,7 +33,13 @@ def test_probe_json_matches_the_schema(probed: dict):
     jsonschema.Draft202012Validator(SCHEMA).validate(probed)
     assert probed["schema_version"] == ENV_SCHEMA_VERSION
     assert probed["gpus"] == [
-        {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "driver": "550.54.15", "gfx": None}
+        {
+            "name": "NVIDIA H100 80GB HBM3",
+            "compute_capability": "9.0",
+            "driver": "550.54.15",
+            "gfx": None,
+            "capabilities": [],
+        }
     ]
     assert probed["torch_build"] == {"cuda": "12.1", "hip": None}
 

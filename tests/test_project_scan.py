@@ -200,3 +200,34 @@ def test_project_root_is_the_enclosing_git_work_tree(tmp_path: Path):
     (tmp_path / ".git").mkdir()
     (tmp_path / "src" / "pkg").mkdir(parents=True)
     assert project_root(tmp_path / "src" / "pkg") == tmp_path
+
+
+def test_a_saved_report_in_the_folder_is_data_not_evidence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Issue 25: a saved `check --format json` report names flex_attention, flash_attention_2 and
+    torch.compile in its findings; `check` in that folder must find no feature in it."""
+    from tests.support import cli
+
+    report = cli("check", "--format", "json", "--no-scan", "--pin", "torch==2.5.1+cu124", "--gpu", "RTX 5090")
+    assert "flex_attention" in report.stdout  # the data holds the words a config would
+    (tmp_path / "report.json").write_text(report.stdout)
+    (tmp_path / "rows.jsonl").write_text('{"text": "attn_implementation=\\"flash_attention_2\\""}\n')
+    assert features_of(tmp_path) == {}
+    monkeypatch.chdir(tmp_path)
+    found = json.loads(cli("check", "--format", "json", "--gpu", "RTX 5090").stdout)
+    assert found["environment"]["features"]["facts"] == []
+
+
+def test_a_notebook_counts_by_its_code_not_its_outputs(tmp_path: Path):
+    notebook = {
+        "cells": [
+            {"cell_type": "markdown", "source": ["We tried torch.compile(model) once."]},
+            {
+                "cell_type": "code",
+                "source": ["out = model.generate(**inputs)\n"],
+                "outputs": [{"output_type": "stream", "text": ["flash_attn_varlen_func failed\n"]}],
+            },
+        ]
+    }
+    write(tmp_path, "explore.ipynb", json.dumps(notebook))
+    found = features_of(tmp_path)
+    assert set(found) == {"generate"}

@@ -41,7 +41,9 @@ def test_github_annotations_are_one_notice_per_missing_fact(tmp_path: Path):
     lines = cli("check", "--no-scan", "-r", pins, "--format", "github").stdout.splitlines()
     notices = [line for line in lines if line.startswith("::notice")]
     assert len([n for n in notices if "need the GPU" in n]) == 1
-    assert len(notices) <= 8  # 7 unknowns and 6 feature-dependent rules made 13 notices
+    # 7 unknowns and 6 feature-dependent rules made 13 notices; grouped, 10 (with --no-scan whether
+    # the project builds flash-attention from source is unknown, not "no": one more group)
+    assert len(notices) <= 10
     assert not any("%0A" in line for line in lines)  # rule prose has no hard line breaks
 
 

@@ -245,7 +245,15 @@ def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:
             True,
             f"{gpu.name} (sm_{capability.replace('.', '')}) is in compute capability {spec}",
         )
-    if any(gpu.compute_capability is None and gpu.gfx is None for gpu in env.gpus):
+    for gpu in env.gpus:  # a class of GPUs (a log's shared-memory limit): all in, or all out
+        outcomes = {_contains(capability, spec) for capability in gpu.capabilities}
+        if outcomes == {True}:
+            return Reason("compute_capability", True, f"{gpu.name}: each is in compute capability {spec}")
+        if outcomes and outcomes != {False}:
+            return Reason(
+                "compute_capability", None, f"{gpu.name}: some are in {spec}, some not", missing=MISSING_GPU
+            )
+    if any(gpu.compute_capability is None and gpu.gfx is None and not gpu.capabilities for gpu in env.gpus):
         return Reason(
             "compute_capability", None, "compute capability of a GPU is unknown", missing=MISSING_GPU
         )

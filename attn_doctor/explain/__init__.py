@@ -27,9 +27,9 @@ from pathlib import Path
 
 from attn_doctor.config import Config
 from attn_doctor.engine.loader import database_path, load_rules
-from attn_doctor.engine.matcher import match
+from attn_doctor.engine.matcher import Verdict, match
 from attn_doctor.explain.origins import ErrorLines, ImpliedReleases, Origin, implied_releases, origins
-from attn_doctor.explain.rank import Cause, rank
+from attn_doctor.explain.rank import Cause, outside_its_package, rank
 from attn_doctor.explain.reader import Block, LogReader, open_log
 from attn_doctor.explain.scan import scan
 from attn_doctor.explain.symptoms import compile_symptoms
@@ -53,12 +53,19 @@ class Explanation:
     problems: list[str]  # input problems (a bad --rules file, broken metadata): exit 2
     origins: list[Origin] = field(default_factory=list)  # where its error lines come from (catalogue)
     implied: list[ImpliedReleases] = field(default_factory=list)  # the releases those lines narrow to
+    # matched rules about a package neither the target nor the log names: not causes
+    elsewhere: list[Cause] = field(default_factory=list)
+
+    @property
+    def ruled_out(self) -> bool:
+        """Every rule the log matches is ruled out by the stack's facts: no known cause fits."""
+        return bool(self.causes) and all(c.finding.verdict is Verdict.NOT_AFFECTED for c in self.causes)
 
     @property
     def exit_code(self) -> int:
         if self.problems:
             return EXIT_INPUT_ERROR
-        return EXIT_CAUSE_FOUND if self.causes else EXIT_NO_CAUSE
+        return EXIT_CAUSE_FOUND if self.causes and not self.ruled_out else EXIT_NO_CAUSE
 
 
 def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules: list[Path]) -> Explanation:
@@ -76,15 +83,20 @@ def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules:
     env, fact_problems = assemble(replace(inputs, log=stated.facts), config)
     observed = tuple(stated.facts.missing)
     findings = [match(rule, env, observed=observed) for rule in ruleset.rules]
+    # a package is in the story when the target has it, or the log names it or prints its messages
+    named = set(env.packages) | stated.facts.mentioned | {m.package for o in found for m in o.messages}
+    causes: list[Cause] = []
+    elsewhere: list[Cause] = []
+    for cause in rank(findings, symptoms, hits, stated.facts.innermost_package, error_lines.last_error()):
+        cause = _with_nearest(_with_reasons(cause, found))
+        (elsewhere if outside_its_package(cause, named) else causes).append(cause)
     return Explanation(
         source=source,
         bytes_read=reader.bytes_read,
         lines=reader.lines,
         environment=env,
-        causes=[
-            _with_nearest(_with_reasons(cause, found))
-            for cause in rank(findings, symptoms, hits, stated.facts.innermost_package)
-        ],
+        causes=causes,
+        elsewhere=elsewhere,
         rules_with_symptoms=sum(bool(rule.symptoms or rule.messages) for rule in ruleset.rules),
         problems=[*ruleset.problems, *fact_problems, *_truncation(reader)],
         origins=found,

@@ -20,6 +20,7 @@ from attn_doctor.explain.symptoms import lines_containing
 from attn_doctor.releases.messages import Catalogue, Message
 
 MAX_LINES = 256
+_ERRORS = (b"Error", b"Exception", b"error:", b"ERROR", b"Assertion", b"FAILED")
 # what an error or warning line holds: exception names, compiler and logger levels, asserts
 _MARKS = (b"Error", b"Exception", b"Warning", b"error:", b"warning:", b"Assertion", b"WARNING", b"ERROR")
 
@@ -48,6 +49,11 @@ class ErrorLines:
             self._lines[text] = line
             if len(self._lines) > MAX_LINES:
                 self._lines.popitem(last=False)
+
+    def last_error(self) -> int | None:
+        """The line of the log's last error (not a warning): what the run died of, as a rule."""
+        errors = [line for text, line in self._lines.items() if any(mark in text for mark in _ERRORS)]
+        return max(errors, default=None)
 
     def lines(self) -> Iterator[tuple[int, str]]:
         for text, line in sorted(self._lines.items(), key=lambda item: item[1]):

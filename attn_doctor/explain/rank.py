@@ -59,6 +59,21 @@ _COMPONENT_PACKAGES = {
 }
 
 
+# torch is in every stack this tool sees: only the other packages must show in the log or target
+_GATED = {component for component, packages in _COMPONENT_PACKAGES.items() if packages != ("torch",)}
+
+
+def outside_its_package(cause: Cause, packages: set[str]) -> bool:
+    """Matched only by generic words (a missing attribute, an unexpected keyword), about a package
+    neither the target nor the log names (``packages``: those the target has, the log states or
+    mentions, or whose messages it prints): it shares the words, it is not the answer. A message
+    specific to the rule is evidence enough on its own."""
+    component = cause.finding.rule.component
+    if component not in _GATED or set(_COMPONENT_PACKAGES[component]) & packages:
+        return False
+    return all(match.generic for match in cause.matches)
+
+
 @dataclass(frozen=True)
 class SymptomMatch:
     symptom: Symptom
@@ -80,6 +95,7 @@ class Cause:
     finding: Finding  # the rule and its verdict on this stack
     matches: tuple[SymptomMatch, ...]
     raised_here: bool = False  # the innermost traceback frame is in the rule's component
+    explains_error: bool = False  # a symptom matched the log's last error line (what the run died of)
     said: tuple[tuple[int, str], ...] = ()  # (line, text): the log's lines that say why (log_reasons)
     nearest: tuple[str, str] | None = None  # (the name given, the valid name nearest it): rule.nearest
 
@@ -114,6 +130,8 @@ class Cause:
         else:
             shared = min(len(match.symptom.rules) for match in self.matches if not match.generic)
             why.append("a message specific to it" if shared == 1 else f"a message {shared} rules share")
+        if self.explains_error:
+            why.append("it matches the log's last error line")
         if self.raised_here:
             why.append(f"the innermost frame is in {self.finding.rule.component}")
         total = len(self.finding.rule.symptoms) + len(self.finding.rule.messages)
@@ -130,10 +148,15 @@ def refuted_text(finding: Finding) -> str:
 
 
 def rank(
-    findings: list[Finding], symptoms: list[Symptom], hits: dict[str, Hits], innermost: str | None = None
+    findings: list[Finding],
+    symptoms: list[Symptom],
+    hits: dict[str, Hits],
+    innermost: str | None = None,
+    last_error: int | None = None,
 ) -> list[Cause]:
     """The findings whose rule has a matched symptom, most likely first. ``innermost``: the
-    package of the last traceback frame in the log, if one was read."""
+    package of the last traceback frame in the log, if one was read; ``last_error``: the line of
+    the log's last error (a warning 500 lines above it explains less)."""
     matched = {
         symptom.pattern: SymptomMatch(symptom, found.count, found.first, found.last)
         for symptom in symptoms
@@ -145,13 +168,16 @@ def rank(
             finding,
             tuple(matched[p] for p in patterns.get(finding.rule.id, ()) if p in matched),
             innermost in _COMPONENT_PACKAGES.get(finding.rule.component, ()),
+            any(
+                matched[p].last.line == last_error for p in patterns.get(finding.rule.id, ()) if p in matched
+            ),
         )
         for finding in findings
     ]
     return sorted((cause for cause in causes if cause.matches), key=_likelihood)
 
 
-def _likelihood(cause: Cause) -> tuple[int, int, int, int, int, int, int, int, int, int, str]:
+def _likelihood(cause: Cause) -> tuple[int, int, int, int, int, int, int, int, int, int, int, str]:
     """Sort key, most likely first."""
     rule, verdict = cause.finding.rule, cause.finding.verdict
     return (
@@ -159,6 +185,7 @@ def _likelihood(cause: Cause) -> tuple[int, int, int, int, int, int, int, int, i
         cause.generic_only + all(match.generic for match in cause.matches),  # specific, confirmed, generic
         _VERDICT_ORDER[verdict],
         sum(reason.holds is None for reason in cause.finding.reasons),  # fewer facts missing fits better
+        not cause.explains_error,
         not cause.raised_here,
         -len(cause.matches),
         min(len(match.symptom.rules) for match in cause.matches),

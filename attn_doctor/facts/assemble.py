@@ -42,6 +42,7 @@ from attn_doctor.errors import InputError
 from attn_doctor.facts import gpus, system
 from attn_doctor.facts.features import FEATURES, FeatureFact, FeatureSet
 from attn_doctor.facts.model import (
+    ABSENT,
     OPEN_PACKAGE_LIST,
     Environment,
     Gpu,
@@ -137,9 +138,7 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
         raise InputError("--path", "reads installed packages; a declared target (-r, --env-file) has none")
     site_paths = [_site_packages(path) for path in inputs.site_paths]
     problems: list[str] = []
-    log_is_target = inputs.log is not None and not (
-        inputs.declares_target or inputs.site_paths or inputs.log_written_here
-    )
+    log_is_target = _log_is_target(inputs)
     if inputs.declares_target:
         env = _declared_target(inputs, problems)
     elif log_is_target:  # (--path names a machine's site-packages: that machine's packages)
@@ -268,6 +267,9 @@ def _fill_from_log(env: Environment, log: LogFacts) -> Environment:
         env.gpu_source = log.gpu_origin or log.origins["driver"]
     if log.driver and not any(gpu.driver for gpu in env.gpus):
         env.gpus = [replace(gpu, driver=log.driver) for gpu in env.gpus]
+    for name, origin in log.absent.items():
+        if name not in env.packages:
+            env.origins[ABSENT + name] = origin
     if log.packages or log.gpus:
         env.sources = [*env.sources, "the log"]
     return env
@@ -313,6 +315,13 @@ def _features(inputs: EnvironmentInputs, config: Config, base: FeatureSet) -> Fe
     return features
 
 
+def _log_is_target(inputs: EnvironmentInputs) -> bool:
+    """explain on a log with no target of its own: the stack is the one the log states."""
+    return inputs.log is not None and not (
+        inputs.declares_target or inputs.site_paths or inputs.log_written_here
+    )
+
+
 def _add_project_scan(inputs: EnvironmentInputs, config: Config, features: FeatureSet) -> None:
     """The project scan, run when a feature's use is first asked: a machine where no rule needs a
     feature (another condition already rules it out) reads no file. Whether a flash-attention
@@ -334,6 +343,8 @@ def _add_project_scan(inputs: EnvironmentInputs, config: Config, features: Featu
 
     features.add_later(lambda: facts(scan.source_trees()), SOURCE_TREE_FEATURES)
     features.add_later(lambda: facts(scan.contents().hits), frozenset(FEATURES) - {"source_build"})
+    # the project's tree says whether it builds from source, unless the log comes from elsewhere
+    features.searched = not _log_is_target(inputs)
 
 
 def _site_packages(path: Path) -> tuple[Path, str]:

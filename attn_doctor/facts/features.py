@@ -60,6 +60,9 @@ class FeatureSet:
     def __init__(self, facts: dict[str, FeatureFact] | None = None, declared: str | None = None) -> None:
         self._facts = dict(facts or {})
         self.declared = declared  # where the declared list came from, if there is one
+        # a project scan looked for the EVIDENT_FEATURES' things on disk: without one (--no-scan,
+        # or a log from another machine) their absence is not known
+        self.searched = False
         self._providers: list[Provider] = []
 
     @property
@@ -89,7 +92,7 @@ class FeatureSet:
             return fact.in_use, f"{name} {'in use' if fact.in_use else 'not in use'}: {fact.source}{where}"
         if self.declared is not None:
             return False, f"{name} not in use: not declared in {self.declared}"
-        if name in EVIDENT_FEATURES:
+        if name in EVIDENT_FEATURES and self.searched:
             return False, f"{name} not in use: {EVIDENT_FEATURES[name]}"
         return None, f"applies if you use {name}"
 

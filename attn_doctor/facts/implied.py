@@ -8,6 +8,8 @@ packages are never replaced. Each implied fact names the release and the require
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -40,6 +42,9 @@ def complete(env: Environment, facts: ReleaseFacts) -> Environment:
                 if name in _STACK and name not in packages and name not in added and version:
                     origin = f"implied by {package.name} {package.version} (Requires-Dist: {requirement})"
                     added[name] = Package(name, version, requirement.name, origin)
+                elif version and _disagrees(packages.get(name), version):
+                    pin = f"{package.name} {package.version} pins {requirement.name}{requirement.specifier}"
+                    packages[name] = replace(packages[name], pinned_by=pin)
         if not added:
             break
         packages.update(added)
@@ -55,6 +60,16 @@ def complete(env: Environment, facts: ReleaseFacts) -> Environment:
                 )
                 break
     return env
+
+
+def _disagrees(stated: Package | None, pinned: str) -> bool:
+    """A stated version (not itself implied) that is not the release another package pins."""
+    if stated is None or stated.version is None or stated.origin.startswith("implied by"):
+        return False
+    try:
+        return Version(stated.version).release != Version(pinned).release
+    except ValueError:
+        return False
 
 
 def _same_variant(torch: Package, requirement: Requirement) -> bool:

@@ -73,6 +73,8 @@ _LITERALS = (
     b"peft",
     *missing_names.LITERALS,
     *log_features.LITERALS,
+    b"Hardware limit: ",
+    b"as it is not installed",
 )
 
 # names users write for the stack's packages, lower-case -> distribution
@@ -165,6 +167,8 @@ class LogFacts:
     innermost_package: str | None = None  # the package of the last traceback frame read
     missing: list[MissingName] = field(default_factory=list)  # API errors: names the stack lacks
     features: dict[str, int] = field(default_factory=dict)  # feature -> the first line that shows it
+    mentioned: set[str] = field(default_factory=set)  # packages whose names the log holds anywhere
+    absent: dict[str, str] = field(default_factory=dict)  # packages the log says are missing -> origin
 
     def add_package(self, name: str, version: str | None, line: int, strength: int) -> None:
         name = installed_name(name, version)
@@ -195,6 +199,35 @@ class LogFacts:
             self.origins[fact] = f"{FROM_THE_LOG}line {line}"
 
 
+# the log says a package is missing: Python could not import its top-level module, pip has none
+_NOT_INSTALLED = re.compile(
+    r"No module named '([A-Za-z_][A-Za-z0-9_]*)'"
+    r"|WARNING: Skipping ([A-Za-z0-9_.-]{1,60}) as it is not installed"
+)
+# triton: "out of resource: shared memory, Required: 131072, Hardware limit: 101376": the limit is
+# the GPU's opt-in shared memory per block (CUDA C++ Programming Guide, technical specifications)
+_SHARED_MEMORY = re.compile(r"Hardware limit: ([0-9]{4,7})\b")
+SHARED_MEMORY_PER_BLOCK = {
+    65536: ("7.5",),  # 64 KiB: Turing
+    98304: ("7.0", "7.2"),  # 96 KiB: Volta
+    101376: ("8.6", "8.9", "12.0", "12.1"),  # 99 KiB: consumer Ampere, Ada, consumer Blackwell
+    166912: ("8.0", "8.7"),  # 163 KiB: A100, Orin
+    232448: ("9.0", "10.0", "10.3"),  # 227 KiB: Hopper, datacenter Blackwell
+}
+
+
+def gpu_of_shared_memory(limit: int) -> Gpu | None:
+    """The GPU a shared-memory limit names: one capability, or the class it can be."""
+    capabilities = SHARED_MEMORY_PER_BLOCK.get(limit)
+    if capabilities is None:
+        return None
+    classes = "/".join(f"sm_{c.replace('.', '')}" for c in capabilities)
+    name = f"{classes} class ({limit // 1024} KiB shared memory per block)"
+    if len(capabilities) == 1:
+        return Gpu(name=name, compute_capability=capabilities[0])
+    return Gpu(name=name, compute_capability=None, capabilities=capabilities)
+
+
 class LogFactCollector:
     """Fed the log's blocks (the same ones the symptom scan reads), collects LogFacts."""
 
@@ -203,6 +236,8 @@ class LogFactCollector:
         self.candidates = 0
 
     def feed(self, block: Block) -> None:
+        if len(self.facts.mentioned) < len(log_features.MENTIONS):
+            self.facts.mentioned |= log_features.mentioned_in(block.text)
         if self.candidates >= MAX_CANDIDATE_LINES:
             return
         starts: dict[int, int] = {}
@@ -225,6 +260,10 @@ class LogFactCollector:
         self._versions(line, number)
         for feature in log_features.features_of(line):
             facts.features.setdefault(feature, number)
+        if found := _NOT_INSTALLED.search(line):
+            name = _MODULES.get(found[1]) or _distribution(found[2] or "")
+            if name in _WATCHED and name not in facts.packages:
+                facts.absent.setdefault(name, f"{FROM_THE_LOG}line {number}")
         frame = _FRAME_PATH.search(line)
         if 'File "' in line:
             facts.innermost_package = _MODULES.get(frame[1]) if frame else None
@@ -283,6 +322,9 @@ class LogFactCollector:
     def _gpus(self, line: str, number: int) -> None:
         facts = self.facts
         if facts.gpus:
+            return
+        if (limit := _SHARED_MEMORY.search(line)) and (gpu := gpu_of_shared_memory(int(limit[1]))):
+            facts.gpus, facts.gpu_origin = [gpu], f"{FROM_THE_LOG}line {number}"
             return
         name, capability = "", None
         if found := _SM.search(line):

@@ -24,6 +24,7 @@ MAX_VERSION_CHARS = 64  # no release, driver or CUDA version comes near; 4,301 d
 # origins["packages"] of a target whose package list is open: a log names only some of its packages,
 # so one it does not name is unknown, not absent (a probed machine or a requirements file is closed)
 OPEN_PACKAGE_LIST = "the log (a package it does not name may still be installed)"
+ABSENT = "absent: "  # origins["absent: xformers"]: where the log says the package is not installed
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class Package:
     origin: str
     # version unknown, but only these releases can be it (a log's messages exist in these alone)
     releases: tuple[str, ...] = ()
+    # another package's pin that disagrees with this stated version ("torch 2.7.1 pins triton==3.3.1"):
+    # the stated version wins, and the disagreement is often the cause
+    pinned_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class Gpu:
     compute_capability: str | None  # NVIDIA: "major.minor", e.g. "9.0"
     driver: str | None = None
     gfx: str | None = None  # AMD: the LLVM target, e.g. "gfx942" (MI300X)
+    # capability unknown but one of these (a log's "Hardware limit: 101376" is a 99 KiB GPU)
+    capabilities: tuple[str, ...] = ()
 
 
 @dataclass
@@ -83,8 +89,11 @@ class Environment:
     origins: dict[str, str] = field(default_factory=dict)
 
     def absent(self, name: str) -> bool | None:
-        """Whether a package missing from ``packages`` is known to be absent (None: it may be there)."""
-        return None if self.origins.get("packages") == OPEN_PACKAGE_LIST else True
+        """Whether a package missing from ``packages`` is known to be absent (None: it may be there).
+        On a log's open package list, only what the log says is missing ("No module named 'x'")."""
+        if self.origins.get("packages") != OPEN_PACKAGE_LIST:
+            return True
+        return True if ABSENT + name in self.origins else None
 
     def with_packages(self, overrides: dict[str, Package], source: str) -> Environment:
         """A copy in which ``overrides`` replace the packages of the same name."""
@@ -125,6 +134,7 @@ class Environment:
                     distribution=_text(p["distribution"]),
                     origin=f"{source}",
                     releases=tuple(_text(r) for r in _list(_mapping(p).get("releases") or [])),
+                    pinned_by=_opt_str(_mapping(p).get("pinned_by")),
                 )
                 for name, p in _mapping(data["packages"]).items()
             }
@@ -142,6 +152,7 @@ class Environment:
                     compute_capability=_opt_version(g["compute_capability"]),
                     driver=_opt_version(g["driver"]),
                     gfx=_opt_str(g.get("gfx")),
+                    capabilities=tuple(_text(c) for c in _list(_mapping(g).get("capabilities") or [])),
                 )
                 for g in _list(data["gpus"])
             ]

@@ -1,6 +1,7 @@
 """Feature evidence from the user's project: which attention paths its code and configs select.
 
-Reads Python files, notebooks and YAML/JSON/TOML configs of the project (the enclosing git work
+Reads Python files, notebooks' code cells and the project's configs (facts/config_shape.py: a
+JSON or YAML file with a known framework's keys, the pyproject) of the project (the enclosing git work
 tree, or the current folder) and looks for the signals below: ``attn_implementation`` values as
 transformers, TRL, axolotl and LLaMA-Factory spell them, imports and calls of flash_attn, FA3's
 ``flash_attn_interface``, flex_attention, SDPA, xformers and fla, torch.compile, packing,
@@ -20,6 +21,8 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from attn_doctor.facts.config_shape import CONFIG_KEYS, readable_text
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_FILES = 20_000
@@ -134,7 +137,9 @@ SIGNALS: tuple[Signal, ...] = (
     _signal("backward", "backward", rb"\.backward\s*\("),
     _signal("backward", "Trainer", rb"\b\w*Trainer\s*\("),
 )
-_SIGNATURE = f"{zlib.crc32(repr([(s.features, s.pattern) for s in SIGNALS]).encode()):08x}"
+# cached hits hold for these signals read through this config test only
+_SIGNED = repr(([(s.features, s.pattern) for s in SIGNALS], sorted(CONFIG_KEYS)))
+_SIGNATURE = f"{zlib.crc32(_SIGNED.encode()):08x}"
 
 
 @dataclass(frozen=True)
@@ -297,8 +302,11 @@ def _scan_file(entry: os.DirEntry[str], relative: str) -> list[tuple[str, int]]:
         if entry.stat().st_size > MAX_FILE_BYTES:
             return []
         with open(entry.path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
+            raw = handle.read(MAX_FILE_BYTES + 1)
     except OSError:
+        return []
+    data = readable_text(entry.name, raw)  # code and configs; a saved report or dataset is not evidence
+    if data is None:
         return []
     hits: list[tuple[str, int]] = []
     present: dict[bytes, bool] = {}

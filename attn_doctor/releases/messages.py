@@ -49,6 +49,25 @@ class Message:
         return ", ".join(first if first == last else f"{first}–{last}" for first, last in self.releases)
 
 
+# Python's own exception texts: a library message whose only fixed words are these ("{} has no
+# attribute '{}'", triton's aggregate __setattr__) is not evidence of where a line comes from
+PYTHON_WORDINGS = (
+    "' object has no attribute '",
+    "got an unexpected keyword argument '",
+    "missing 1 required positional argument: '",
+    "positional arguments but ",
+    "object is not subscriptable",
+    "object is not callable",
+    "cannot import name '",
+    "No module named '",
+)
+
+
+def says_where(literal: str) -> bool:
+    """Whether a message's fixed words are its own, not only a Python exception's."""
+    return not any(literal.strip() in wording for wording in PYTHON_WORDINGS)
+
+
 class Catalogue:
     """The catalogue's messages grouped by pattern (copies of one message in many files share one).
 
@@ -107,7 +126,9 @@ class Catalogue:
         matched = [
             message
             for group in candidates
-            if self._patterns[group][0] in line and _regex(self._patterns[group][1]).search(line)
+            if self._patterns[group][0] in line
+            and says_where(self._patterns[group][0])
+            and _regex(self._patterns[group][1]).search(line)
             for message in self._group(group)
         ]
         return sorted(matched, key=lambda m: (-len(m.literal), m.id))

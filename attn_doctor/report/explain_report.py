@@ -40,6 +40,11 @@ def to_text(explanation: Explanation, verbose: bool = False) -> str:
     if explanation.implied:
         lines.append(f"from its messages: {'; '.join(i.text() for i in explanation.implied)}")
     lines.append("")
+    ruled_out = explanation.ruled_out
+    if ruled_out:  # the answer is where the message comes from, not a rule the stack rules out
+        lines.extend(_origin_lines(explanation.origins, verbose))
+        if verbose or not all(_foldable(cause) for cause in explanation.causes):
+            lines += ["Ruled out by this stack's facts (the symptom matches, the versions do not):", ""]
     folded = []
     for rank, cause in enumerate(explanation.causes, 1):
         if _foldable(cause) and not verbose:
@@ -55,7 +60,14 @@ def to_text(explanation: Explanation, verbose: bool = False) -> str:
             f"them): {', '.join(folded)}",
             "",
         ]
-    lines.extend(_origin_lines(explanation.origins, verbose))
+    if explanation.elsewhere:
+        named = ", ".join(f"{c.finding.rule.id} ({c.finding.rule.component})" for c in explanation.elsewhere)
+        lines += [
+            f"Not counted: rules about packages this log and stack never name match its words: {named}",
+            "",
+        ]
+    if not ruled_out:
+        lines.extend(_origin_lines(explanation.origins, verbose))
     lines.extend(_summary_lines(explanation))
     return "\n".join(lines) + "\n"
 
@@ -109,6 +121,13 @@ def _summary_lines(explanation: Explanation) -> list[str]:
             f"No known cause: no symptom of the {explanation.rules_with_symptoms} rules that have one "
             "appears in this log. `attn-doctor check` still checks the stack itself."
         ]
+    if explanation.ruled_out:
+        return [
+            f"No known cause fits this stack: the {len(explanation.causes)} rule"
+            f"{'s' if len(explanation.causes) > 1 else ''} its words match "
+            f"{'are' if len(explanation.causes) > 1 else 'is'} ruled out by its facts. If the log "
+            "comes from another machine, describe its stack (--pin, -r, --env-file, --gpu, --feature)."
+        ]
     counts = {v: sum(c.finding.verdict is v for c in explanation.causes) for v in Verdict}
     plural = "s" if len(explanation.causes) > 1 else ""
     lines = [
@@ -116,11 +135,6 @@ def _summary_lines(explanation: Explanation) -> list[str]:
         f"affected, {counts[Verdict.UNKNOWN]} unknown, {counts[Verdict.NOT_AFFECTED]} not affected "
         "on this stack"
     ]
-    if counts[Verdict.NOT_AFFECTED] == len(explanation.causes):
-        lines.append(
-            "None is affected on the stack checked: if the log comes from another machine, "
-            "describe its stack (--pin, -r, --env-file, --gpu, --feature)."
-        )
     return lines
 
 
@@ -128,7 +142,8 @@ def _stated_facts(env: Environment) -> list[str]:
     """The facts that came from the log, each with its line."""
     marker = FROM_THE_LOG
     facts = [
-        f"{p.name} {p.version or '(version not stated)'} ({p.origin.removeprefix(marker)})"
+        f"{p.name} {p.version or '(version not stated)'} ({p.origin.removeprefix(marker)}"
+        f"{'; but ' + p.pinned_by if p.pinned_by else ''})"
         for p in env.packages.values()
         if p.origin.startswith(marker)
     ]
@@ -252,6 +267,9 @@ def to_json(explanation: Explanation) -> str:
                 ],
             }
             for origin in explanation.origins
+        ],
+        "elsewhere": [
+            {"id": c.finding.rule.id, "component": c.finding.rule.component} for c in explanation.elsewhere
         ],
         "implied_releases": [
             {

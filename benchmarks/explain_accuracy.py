@@ -25,11 +25,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from attn_doctor._compat import tomllib
 from attn_doctor.config import Config
-from attn_doctor.engine.matcher import Verdict
+from attn_doctor.engine.matcher import Verdict, is_version
 from attn_doctor.errors import InputError
 from attn_doctor.explain import explain
 from attn_doctor.facts.assemble import EnvironmentInputs
@@ -46,7 +44,7 @@ def stack(case: dict[str, Any], folder: Path) -> EnvironmentInputs:
     for name, version in versions.items():
         if name in NOT_PACKAGES:
             continue
-        if not _is_version(version):  # "nightly", "latest": what the reporter said, not a pin
+        if not is_version(version):  # "nightly", "latest": what the reporter said, not a pin
             continue
         if name == "torch" and "+" not in version and versions.get("cuda"):
             version += "+cu" + versions["cuda"].replace(".", "")[:3]
@@ -67,14 +65,6 @@ def stack(case: dict[str, Any], folder: Path) -> EnvironmentInputs:
         scan=False,
         python=python if python and lines and python.count(".") <= 2 else None,
     )
-
-
-def _is_version(text: str) -> bool:
-    try:
-        Version(text)
-    except InvalidVersion:
-        return False
-    return True
 
 
 def ranked(case: dict[str, Any]) -> list[tuple[str, Verdict, str]] | str:

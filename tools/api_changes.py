@@ -107,6 +107,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from attn_doctor.engine.matcher import is_version
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO_ROOT / "attn_doctor" / "releases" / "snapshot" / "api-changes.json"
 
@@ -903,7 +905,7 @@ def diff_releases(
                             ev.append(["became_positional", v])
                     prev = cur
                 if ev:
-                    ev.sort(key=lambda e: Version(e[1]) if _is_version(e[1]) else Version("0"))
+                    ev.sort(key=lambda e: Version(e[1]) if is_version(e[1]) else Version("0"))
                     per_param[pn] = _entry(ev)
             if per_param:
                 params_out[f"{mod}.{qual}"] = per_param
@@ -973,14 +975,6 @@ def class_members(
         members |= sub
         complete = complete and ok
     return members, complete
-
-
-def _is_version(v: str) -> bool:
-    try:
-        Version(v)
-        return True
-    except InvalidVersion:
-        return False
 
 
 def _param_names(sig: tuple[Param, ...] | None) -> set[str]:

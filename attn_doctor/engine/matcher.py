@@ -155,7 +155,7 @@ def _in_spec(condition: str, label: str, version: str, spec: SpecifierSet) -> Re
     if holds is None:
         why = (
             "is not a valid version"
-            if not _is_version(version)
+            if not is_version(version)
             else f"is a pre-release at a boundary of {spec}: which side it is on is unknown"
         )
         return Reason(condition, None, f"{label} {version!r} {why}", missing=MISSING_VERSION)
@@ -163,7 +163,8 @@ def _in_spec(condition: str, label: str, version: str, spec: SpecifierSet) -> Re
     return Reason(condition, holds, f"{label} {version} {relation} {str(spec) or 'any version'}")
 
 
-def _is_version(text: str) -> bool:
+def is_version(text: str) -> bool:
+    """A PEP 440 version (``nightly`` or a number past the int-string limit is not)."""
     try:
         Version(text)
     except ValueError:  # InvalidVersion, or a number past the int-string limit

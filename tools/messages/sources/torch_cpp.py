@@ -34,6 +34,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from attn_doctor.engine.matcher import is_version
 from tools.messages import cpp_source
 from tools.messages.python_source import FIELD, RawMessage
 from tools.messages.sources.cached_trees import DONE
@@ -188,7 +189,7 @@ class TorchCpp:
         found = [
             child.name
             for child in (root.iterdir() if root.is_dir() else [])
-            if (child / DONE).exists() and _is_version(child.name)
+            if (child / DONE).exists() and is_version(child.name)
         ]
         return sorted(found, key=Version)
 
@@ -317,14 +318,6 @@ class TorchCpp:
             if got:
                 (release / "src" / DONE).write_text(f"pytorch/pytorch@{commit}\n")
             log(f"torch {version} (C++ at {commit[:12]}): {got} of {len(FILES)} files")
-
-
-def _is_version(name: str) -> bool:
-    try:
-        Version(name)
-    except ValueError:
-        return False
-    return True
 
 
 TORCH_CPP = TorchCpp()

@@ -166,3 +166,23 @@ def test_the_error_line_itself_outranks_a_warning_far_above_it(tmp_path: Path):
     ours = [c for c in report["causes"] if c["id"] in ("from-the-warning", "from-the-error")]
     assert [c["id"] for c in ours] == ["from-the-error", "from-the-warning"]
     assert "it matches the log's last error line" in ours[0]["why"]
+
+
+def test_a_fit_on_stated_versions_outranks_one_on_versions_another_pin_implies(tmp_path: Path):
+    """torch 2.5.1 stated in the log (pip list), triton 3.1.0 only implied by torch's pin: two
+    rules that fit alike on one message, the one that rests on the stated version ranks first
+    (though the other's id sorts first)."""
+    from tests.support import write_rule
+
+    rules = tmp_path / "rules"
+    symptoms = "['only supports Ampere GPUs']"
+    write_rule(rules, "a-on-triton", 'packages = { triton = "==3.1.0" }', symptoms=symptoms)
+    write_rule(rules, "b-on-torch", 'packages = { torch = "==2.5.1" }', symptoms=symptoms)
+    text = "torch              2.5.1\nRuntimeError: FlashAttention only supports Ampere GPUs or newer.\n"
+    report = explained(tmp_path, text, "--rules", str(rules))
+    ours = [c for c in report["causes"] if c["id"] in ("a-on-triton", "b-on-torch")]
+    assert [(c["id"], c["verdict"]) for c in ours] == [
+        ("b-on-torch", "affected"),
+        ("a-on-triton", "affected"),
+    ]
+    assert any("only implied by another's pin" in why for why in ours[1]["why"])

@@ -112,6 +112,13 @@ class Cause:
         )
 
     @property
+    def assumed(self) -> int:
+        """How many of the conditions that hold rest on a fact only implied (another package's pin)."""
+        return sum(
+            bool(r.holds and r.origin and r.origin.startswith("implied by")) for r in self.finding.reasons
+        )
+
+    @property
     def generic_only(self) -> bool:
         return all(match.generic for match in self.matches) and not self.confirmed
 
@@ -130,6 +137,8 @@ class Cause:
         else:
             shared = min(len(match.symptom.rules) for match in self.matches if not match.generic)
             why.append("a message specific to it" if shared == 1 else f"a message {shared} rules share")
+        if self.assumed:
+            why.append(f"{self.assumed} of its conditions rest on versions only implied by another's pin")
         if self.explains_error:
             why.append("it matches the log's last error line")
         if self.raised_here:
@@ -177,7 +186,7 @@ def rank(
     return sorted((cause for cause in causes if cause.matches), key=_likelihood)
 
 
-def _likelihood(cause: Cause) -> tuple[int, int, int, int, int, int, int, int, int, int, int, str]:
+def _likelihood(cause: Cause) -> tuple[int, int, int, int, int, int, int, int, int, int, int, int, str]:
     """Sort key, most likely first."""
     rule, verdict = cause.finding.rule, cause.finding.verdict
     return (
@@ -185,6 +194,7 @@ def _likelihood(cause: Cause) -> tuple[int, int, int, int, int, int, int, int, i
         cause.generic_only + all(match.generic for match in cause.matches),  # specific, confirmed, generic
         _VERDICT_ORDER[verdict],
         sum(reason.holds is None for reason in cause.finding.reasons),  # fewer facts missing fits better
+        cause.assumed,  # fit on facts the log or target states over facts another package implies
         not cause.explains_error,
         not cause.raised_here,
         -len(cause.matches),

@@ -65,7 +65,8 @@ PYTHON_WORDINGS = (
 
 def says_where(literal: str) -> bool:
     """Whether a message's fixed words are its own, not only a Python exception's."""
-    return not any(literal.strip() in wording for wording in PYTHON_WORDINGS)
+    words = literal.strip(" '\"():.,")
+    return not any(words in wording for wording in PYTHON_WORDINGS)
 
 
 class Catalogue:

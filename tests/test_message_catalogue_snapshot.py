@@ -88,8 +88,8 @@ def test_a_flex_value_error_no_rule_covers_is_reported_with_origin_and_guard(tmp
         "Traceback (most recent call last):\n"
         '  File "/opt/venv/lib/python3.12/site-packages/torch/nn/attention/flex_attention.py", line 1548, '
         "in flex_attention\n"
-        "ValueError: Expect query and key/value to have the same number of heads but got Hq=8 and Hkv=2. "
-        "Try setting enable_gqa=True for GQA.\n"
+        "ValueError: Expect number of query heads to be a multiple of kv heads for GQA but got Hq=6 "
+        "and Hkv=4.\n"
     )
     result = cli("explain", log, "--no-scan", "--format", "json")
     report = json.loads(result.stdout)
@@ -97,10 +97,10 @@ def test_a_flex_value_error_no_rule_covers_is_reported_with_origin_and_guard(tmp
     (origin,) = report["origins"]
     top = origin["messages"][0]
     assert top["package"] == "torch" and top["file"].endswith("torch/nn/attention/flex_attention.py")
-    assert top["kind"] == "ValueError" and top["guard"] == "not enable_gqa and query.size(-3) != key.size(-3)"
+    assert top["kind"] == "ValueError" and top["guard"] == "enable_gqa and Hq % Hkv != 0"
     text = " ".join(cli("explain", log, "--no-scan").stdout.split())
     assert "ValueError raised by torch (nn/attention/flex_attention.py" in text
-    assert "when not enable_gqa and query.size(-3) != key.size(-3)" in text
+    assert "when enable_gqa and Hq % Hkv != 0" in text
 
 
 def test_a_message_says_which_releases_can_print_it(tmp_path: Path):

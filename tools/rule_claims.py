@@ -9,6 +9,9 @@
   still matches does not fix).
 - ROCm rules: a rule whose title is about ROCm or AMD GPUs alone needs a `rocm` or `gfx`
   condition (without one it fires for every CUDA user).
+- Versioned references: a link into a repository's files or release page cites a commit or a tag
+  of a published release (the release facts), never a moving branch (main) or a tag nobody
+  released.
 
     python -m tools.rule_claims      # one line per claim that does not hold
 """
@@ -123,12 +126,41 @@ def rocm_rules_without_a_rocm_condition(rules: Iterable[Rule]) -> list[str]:
     ]
 
 
+# repositories whose tags are the releases of a package the release facts follow
+REPOSITORIES = {
+    "huggingface/transformers": "transformers",
+    "pytorch/pytorch": "torch",
+    "Dao-AILab/flash-attention": "flash-attn",
+    "triton-lang/triton": "triton",
+    "facebookresearch/xformers": "xformers",
+    "fla-org/flash-linear-attention": "flash-linear-attention",
+}
+_VERSIONED = re.compile(r"https://github\.com/([^/]+/[^/]+)/(?:blob|tree|releases/tag)/([^/?#]+)")
+_COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+def references_to_unknown_releases(rules: Iterable[Rule], facts: ReleaseFacts) -> list[str]:
+    problems = []
+    for rule in rules:
+        for url in rule.references:
+            found = _VERSIONED.match(url)
+            if found is None or found[1] not in REPOSITORIES or _COMMIT.match(found[2]):
+                continue
+            package, ref = REPOSITORIES[found[1]], found[2]
+            if ref in ("main", "master"):
+                problems.append(f"{rule.id}: {url} cites a moving branch; cite a tag or a commit")
+            elif ref.removeprefix("v") not in facts.releases(package):
+                problems.append(f"{rule.id}: {url} cites {ref}, which is not a published {package} release")
+    return problems
+
+
 def main() -> int:
     rules = load_rules().rules
     found = [
         *ranges_outside_their_messages(rules, catalogue()),
         *pins_that_do_not_fix(rules, snapshot()),
         *rocm_rules_without_a_rocm_condition(rules),
+        *references_to_unknown_releases(rules, snapshot()),
     ]
     for line in found:
         print(line)

@@ -32,6 +32,7 @@ PROBES: tuple[Probe, ...] = (
             "transformers-fa2-position-ids-not-from-zero",
             "transformers-fa2-4d-attention-mask",
             "gemma2-fa2-generate-4d-mask",
+            "gemma2-fa2-hybrid-cache-padding-slice",
         ),
         needs="transformers",
         summary="transformers' own FA2 path with validating stand-ins for flash_attn's functions",

@@ -5,7 +5,9 @@ leading 0, gather indices from a flattened 4-D mask), not from the kernels. So t
 installed transformers a fake ``flash_attn`` package whose functions validate that metadata and compute
 attention in float64 torch, runs the release's own FA2 entry point on a few tiny CPU batches, and
 compares each output with reference attention. The release's own import code picks the stand-ins up,
-whichever names and loading scheme it uses; neither flash_attn nor a GPU is needed.
+whichever names and loading scheme it uses; neither flash_attn nor a GPU is needed. A tiny Gemma-2
+generate on a left-padded batch, compared with eager, shows whether that path gets a 4-D mask and
+whether the padded row comes out right.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from functools import partial
 from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 
 from attn_doctor.kernels.metadata import check_indices, check_metadata
 from attn_doctor.probes.observation import Observation, ProbeSkipped, ProbeVerdict
@@ -31,6 +34,8 @@ CU_SEQLENS_RULE = "gemma2-fa2-cu-seqlens"  # 4.44.0: bad cu_seqlens reach flash_
 POSITION_IDS_RULE = "transformers-fa2-position-ids-not-from-zero"  # 4.54: transformers itself raises
 MASK_4D_RULE = "transformers-fa2-4d-attention-mask"
 GENERATE_RULE = "gemma2-fa2-generate-4d-mask"  # 4.44.0: Gemma2's generate hands FA2 a 4-D mask
+HYBRID_PADDING_RULE = "gemma2-fa2-hybrid-cache-padding-slice"  # 4.48.0-4.48.1: a wrong padded row
+GENERATE_RULES = (GENERATE_RULE, HYBRID_PADDING_RULE)  # one generate run, observed for both
 TOLERANCE = 1e-4
 LENGTH, HEADS, KV_HEADS, HEAD_DIM = 8, 4, 2, 16
 EVIDENCE_CHARS = 299
@@ -45,18 +50,32 @@ class StandInMisuse(Exception):
 
 
 def reference_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool,
+    scale: float | None,
+    window: tuple[int, int] = (-1, -1),
 ) -> torch.Tensor:
-    """One sequence, [Sq, H, D] x [Sk, Hk, D] -> [Sq, H, D] in float64; causal is bottom-right aligned
-    and kv heads are shared by groups of query heads, as in flash_attn >= 2.1."""
+    """One sequence, [Sq, H, D] x [Sk, Hk, D] -> [Sq, H, D] in float64, as flash_attn >= 2.1 computes it:
+    causal and ``window`` (left, right; -1 unbounded) are bottom-right aligned, query i sees key j for
+    i + Sk - Sq - left <= j <= i + Sk - Sq + right, kv heads are shared by groups of query heads, and a
+    query that sees no key gets zeros."""
     groups = q.shape[1] // k.shape[1]
     keys, values = (x.double().repeat_interleave(groups, dim=1) for x in (k, v))
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = torch.einsum("qhd,khd->hqk", q.double(), keys) * scale
-    if causal:
-        allowed = torch.ones(q.shape[0], k.shape[0], dtype=torch.bool).tril(k.shape[0] - q.shape[0])
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    return torch.einsum("hqk,khd->qhd", scores.softmax(dim=-1), values)
+    left, right = window
+    right = 0 if causal else right
+    offset = k.shape[0] - q.shape[0]  # bottom-right alignment
+    distance = torch.arange(k.shape[0])[None, :] - torch.arange(q.shape[0])[:, None] - offset  # key - query
+    allowed = torch.ones_like(distance, dtype=torch.bool)
+    if right >= 0:
+        allowed &= distance <= right
+    if left >= 0:
+        allowed &= distance >= -left
+    weights = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1).nan_to_num(0.0)
+    return torch.einsum("hqk,khd->qhd", weights, values)
 
 
 def _listed(values: list[int]) -> str:
@@ -136,9 +155,23 @@ class StandIns:
         output[indices] = hidden
         return output.view(batch, seqlen, *hidden.shape[1:])
 
-    def install(self) -> None:
-        """A fake flash_attn package in sys.modules with everything any release imports from it."""
-        contents: dict[str, dict[str, Any]] = {
+    def unpad_input(
+        self, hidden: torch.Tensor, attention_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        """flash_attn 2.5's: the tokens the mask keeps, gathered from ``hidden`` flattened to (b s). Reached
+        where the query is shorter or longer than the keys (a cache), with a mask as long as the query."""
+        seqlens = attention_mask.sum(dim=-1, dtype=torch.int32)
+        indices = torch.nonzero(attention_mask.flatten(), as_tuple=False).flatten()
+        flat = hidden.reshape(-1, *hidden.shape[2:])
+        problems = check_indices(indices, flat.shape[0])
+        if problems:
+            raise Violation(f"unpad_input: {problems[0]}")
+        cu_seqlens = F.pad(torch.cumsum(seqlens, dim=0, dtype=torch.int32), (1, 0))
+        return flat[indices], indices, cu_seqlens, int(seqlens.max().item())
+
+    def contents(self) -> dict[str, dict[str, Any]]:
+        """The fake flash_attn package, module by module: everything any release imports from it."""
+        return {
             "flash_attn": {
                 "flash_attn_func": self.flash_attn_func,
                 "flash_attn_varlen_func": self.flash_attn_varlen_func,
@@ -149,14 +182,17 @@ class StandIns:
             "flash_attn.bert_padding": {
                 "index_first_axis": self.index_first_axis,
                 "pad_input": self.pad_input,
-                "unpad_input": _import_only("flash_attn.bert_padding.unpad_input"),
+                "unpad_input": self.unpad_input,
             },
             "flash_attn.layers": {},
             "flash_attn.layers.rotary": {
                 "apply_rotary_emb": _import_only("flash_attn.layers.rotary.apply_rotary_emb")
             },
         }
-        for name, attributes in contents.items():
+
+    def install(self) -> None:
+        """The fake flash_attn package in sys.modules."""
+        for name, attributes in self.contents().items():
             module = types.ModuleType(name)
             module.__spec__ = importlib.machinery.ModuleSpec(name, loader=None)
             module.__dict__.update(attributes)
@@ -307,8 +343,8 @@ class Fa2Path:
         return Outcome(calls, error=error)
 
 
-def fa2_path(stand_ins: StandIns) -> Fa2Path:
-    """The installed release's FA2 entry, imported after the fake flash_attn is in place."""
+def install_fake_flash_attn(stand_ins: StandIns) -> None:
+    """``stand_ins`` as flash_attn for the installed transformers, before its modeling code is imported."""
     utils: Any = importlib.import_module("transformers.utils")
     stand_ins.install()
     # Every release asks these (imported from transformers.utils) before it imports flash_attn; with the
@@ -317,6 +353,11 @@ def fa2_path(stand_ins: StandIns) -> Fa2Path:
         found = re.fullmatch(r"is_flash_attn_(\d+)_available", name)
         if found:
             setattr(utils, name, _answer(found.group(1) == "2"))
+
+
+def fa2_path(stand_ins: StandIns) -> Fa2Path:
+    """The installed release's FA2 entry, imported after the fake flash_attn is in place."""
+    install_fake_flash_attn(stand_ins)
     if importlib.util.find_spec("transformers.modeling_flash_attention_utils") is not None:  # 4.43+
         shared = importlib.import_module("transformers.modeling_flash_attention_utils")
         return Fa2Path(
@@ -416,37 +457,47 @@ def _generate(model: Any) -> torch.Tensor:
     return torch.stack(output.scores)
 
 
-def _generate_observation(stand_ins: StandIns) -> Observation:
-    """Gemma2's generate with FA2 on a left-padded batch: does the FA2 path get a 2-D mask?"""
+def _generate_observations(stand_ins: StandIns) -> list[Observation]:
+    """Gemma2's generate with FA2 on a left-padded batch, compared with eager: does the FA2 path get a
+    2-D mask (GENERATE_RULE), and are the padded row's logits right (HYBRID_PADDING_RULE: 4.48.0 and
+    4.48.1 unpad the window-sized cache's keys with the prompt's 2-D mask, so only that row goes wrong)?"""
 
-    def observed(verdict: ProbeVerdict, evidence: str) -> Observation:
-        return Observation(
-            GENERATE_RULE, verdict, " ".join(f"{GENERATE_CASE}: {evidence}".split())[:EVIDENCE_CHARS]
-        )
+    def observed(verdicts: tuple[ProbeVerdict, ProbeVerdict], evidence: str) -> list[Observation]:
+        text = " ".join(f"{GENERATE_CASE}: {evidence}".split())[:EVIDENCE_CHARS]
+        return [Observation(rule, verdict, text) for rule, verdict in zip(GENERATE_RULES, verdicts)]
 
     if importlib.util.find_spec("transformers.models.gemma2") is None:  # before 4.42
-        return Observation(GENERATE_RULE, ProbeVerdict.NOT_AFFECTED, "no Gemma2 in this release")
+        absent = "no Gemma2 in this release"
+        return [Observation(rule, ProbeVerdict.NOT_AFFECTED, absent) for rule in GENERATE_RULES]
+    error, affected, not_affected = ProbeVerdict.ERROR, ProbeVerdict.AFFECTED, ProbeVerdict.NOT_AFFECTED
     stand_ins.calls.clear()
     try:
         model = _gemma2("flash_attention_2")
         scores = _generate(model)
+    # A 4-D mask fails before there are logits to look at: the padded row cannot be judged.
     except Violation as violation:
-        return observed(ProbeVerdict.AFFECTED, str(violation))
+        return observed((affected, error), str(violation))
     except IndexError as exc:  # transformers' own gather (4.53+), before flash_attn
         where = "after " + stand_ins.calls[-1] if stand_ins.calls else "before any flash_attn call"
-        return observed(ProbeVerdict.AFFECTED, f"IndexError {where}: {exc}")
-    except Exception as exc:  # noqa: BLE001 - this rule's verdict only; the other observations stand
-        return observed(ProbeVerdict.ERROR, f"the probe cannot drive it: {type(exc).__name__}: {exc}")
+        return observed((affected, error), f"IndexError {where}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - these rules' verdicts only; the other observations stand
+        return observed((error, error), f"the probe cannot drive it: {type(exc).__name__}: {exc}")
     calls = "; ".join(stand_ins.calls) or "no flash_attn call"
     try:  # the same weights with eager attention, which takes the 4-D mask it is meant to
         eager = _gemma2("eager")
         eager.load_state_dict(model.state_dict())
-        error = (scores - _generate(eager)).abs().max().item()
+        unpadded, padded = (scores - _generate(eager)).abs().amax(dim=(0, 2)).tolist()  # per row
     except Exception as exc:  # noqa: BLE001 - as above
-        return observed(ProbeVerdict.ERROR, f"{calls}; then eager failed: {type(exc).__name__}: {exc}")
-    if not stand_ins.calls or not error <= TOLERANCE:  # wrong, but not the way this rule says
-        return observed(ProbeVerdict.ERROR, f"{calls}; logits differ from eager by {error:.1e}")
-    return observed(ProbeVerdict.NOT_AFFECTED, f"{calls}; logits max |FA2 - eager| = {error:.1e}")
+        return observed((error, error), f"{calls}; then eager failed: {type(exc).__name__}: {exc}")
+    numbers = (
+        f"logits max |FA2 - eager| = {padded:.1e} on the left-padded row, {unpadded:.1e} on the other "
+        f"(tolerance {TOLERANCE:g})"
+    )
+    if not stand_ins.calls or not unpadded <= TOLERANCE:  # wrong, but not the way either rule says
+        return observed((error, error), f"{calls}; {numbers}")
+    # flash_attn took the 2-D mask's metadata either way; only the padded row can still be wrong
+    padded_row = not_affected if padded <= TOLERANCE else affected
+    return observed((not_affected, padded_row), f"{calls}; {numbers}")
 
 
 def run() -> list[Observation]:
@@ -461,5 +512,5 @@ def run() -> list[Observation]:
     return [
         *_offset_observations(path.drive(OFFSET), note),
         _observe(MASK_4D_RULE, MASK_4D, path.drive(MASK_4D)),
-        _generate_observation(stand_ins),
+        *_generate_observations(stand_ins),
     ]

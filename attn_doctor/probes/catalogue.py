@@ -38,6 +38,16 @@ PROBES: tuple[Probe, ...] = (
         summary="transformers' own FA2 path with validating stand-ins for flash_attn's functions",
     ),
     Probe(
+        id="transformers-fa2-sliding-window",
+        module="attn_doctor.probes.transformers_fa2_sliding_window",
+        rules=(
+            "gemma2-fa2-sliding-window-prefill-slice",
+            "transformers-mistral-fa2-generate-mask-slice",
+        ),
+        needs="transformers",
+        summary="Gemma-2 and Mistral FA2 past the sliding window (stand-ins that take window_size) vs eager",
+    ),
+    Probe(
         id="transformers-flex-blockmask",
         module="attn_doctor.probes.transformers_flex_blockmask",
         rules=("transformers-flex-blockmask-no-dim",),

@@ -1,0 +1,204 @@
+"""The FA2 sliding-window probe: its windowed stand-ins and verdicts here, the real releases in cached venvs.
+
+Release tests run the probe as the doctor does (a child process read by the runner). Gemma-2: 4.44.0
+cuts the keys to the window in every forward, 4.44.1 to 4.46.x in generate's prefill; 4.47.x cannot run
+Gemma-2 with FA2, 4.48.0/4.48.1 cannot generate past the window with any attention; 4.48.2 is right.
+Mistral: a left-padded generate past the window is wrong up to 4.45.2 and right from 4.46.1. Until 4.56
+FA2 is asked for window_size=(W, W), W + 1 keys, so eager at W + 1 is the reference there; the
+difference from eager at W (the other rule) is in the evidence too.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import pytest
+import torch
+
+from attn_doctor.probes.catalogue import PROBES
+from attn_doctor.probes.observation import ProbeVerdict
+from attn_doctor.probes.transformers_fa2_sliding_window import (
+    GEMMA2_FORWARD,
+    GEMMA2_GENERATE,
+    MISTRAL_SLICE_RULE,
+    PREFILL_SLICE_RULE,
+    TOLERANCE,
+    Outcome,
+    WindowedStandIns,
+    _collapsed,
+    _compared,
+    _verdict,
+)
+from attn_doctor.probes.transformers_fa2_unpad import StandInMisuse, StandIns
+from tests.release_venvs import probe_in, release_venv
+
+PROBE = next(probe for probe in PROBES if probe.id == "transformers-fa2-sliding-window")
+AFFECTED, NOT_AFFECTED, ERROR = ProbeVerdict.AFFECTED, ProbeVerdict.NOT_AFFECTED, ProbeVerdict.ERROR
+ERRORS = re.compile(r"logits max \|FA2 - eager\| = (\S+) \((?:[^;]*, (\S+) at 4;)?")
+WRONG = 0.05  # every wrong case here is off by 0.08 or more; right ones by about 1e-7
+
+
+def qkv(tokens: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(2)
+    q = torch.randn(tokens, 4, 16, generator=generator)
+    k, v = (torch.randn(tokens, 2, 16, generator=generator) for _ in range(2))
+    return q, k, v
+
+
+def sliding_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
+    """Eager's sliding window: each query sees itself and the window - 1 keys before it."""
+    distance = torch.arange(q.shape[0])[None, :] - torch.arange(q.shape[0])[:, None]
+    allowed = (distance <= 0) & (distance > -window)
+    return torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=allowed, enable_gqa=True
+    ).transpose(0, 1)
+
+
+def test_only_the_windowed_stand_ins_take_window_size() -> None:
+    """transformers passes window_size where flash_attn_func's signature has it; the unpad probe's don't."""
+    windowed, plain = WindowedStandIns(), StandIns()
+    for function in ("flash_attn_func", "flash_attn_varlen_func"):
+        assert "window_size" in inspect.signature(getattr(windowed, function)).parameters
+        assert "window_size" not in inspect.signature(getattr(plain, function)).parameters
+
+
+def test_varlen_stand_in_windows_each_sequence_as_flash_attn() -> None:
+    """(3, 3) is eager's window of 4 keys; (4, 4), what transformers < 4.56 passes for 4, is eager's 5."""
+    q, k, v = qkv(16)
+    cu = torch.tensor([0, 10, 16], dtype=torch.int32)
+    stand_ins = WindowedStandIns()
+    for window_size, window in (((3, 3), 4), ((4, 4), 5)):
+        output = stand_ins.flash_attn_varlen_func(
+            q, k, v, cu, cu, 10, 10, causal=True, window_size=window_size
+        )
+        for a, b in ((0, 10), (10, 16)):
+            assert torch.allclose(output[a:b], sliding_sdpa(q[a:b], k[a:b], v[a:b], window), atol=1e-5)
+    assert stand_ins.windows == [(3, 3), (4, 4)]
+    assert stand_ins.calls == ["flash_attn_varlen_func cu_seqlens_k [0, 10, 16]"] * 2
+
+
+def test_windowed_stand_in_refuses_what_the_models_do_not_use() -> None:
+    q, k, v = (x[None] for x in qkv(8))
+    with pytest.raises(StandInMisuse, match="softcap=50.0"):
+        WindowedStandIns().flash_attn_func(q, k, v, causal=True, softcap=50.0)
+
+
+def test_compared_steps_stop_where_a_row_diverges() -> None:
+    """A step's logits are compared only while the tokens fed to it are the same in both runs."""
+    tokens = torch.tensor([[5, 6, 7], [5, 6, 7]])
+    reference = torch.tensor([[5, 6, 7], [5, 9, 7]])  # row 2 differs at step 2: step 3 had other input
+    assert _compared(tokens, reference, 3).T.tolist() == [[True, True, True], [True, True, False]]
+    assert _compared(torch.zeros(2, 0), torch.zeros(2, 0), 1).tolist() == [[True, True]]  # a forward
+
+
+def test_calls_collapse_repeats_and_name_each_function_once_per_run() -> None:
+    calls = ("flash_attn_varlen_func cu_seqlens_k [0, 6, 10]",) + (
+        "flash_attn_varlen_func cu_seqlens_k [0, 4, 8]",
+    ) * 2
+    assert _collapsed(calls) == "flash_attn_varlen_func cu_seqlens_k [0, 6, 10]; cu_seqlens_k [0, 4, 8] x2"
+    assert _collapsed(()) == "no flash_attn call"
+
+
+def test_verdict_wrong_logits_before_failures_before_exact() -> None:
+    exact = Outcome(GEMMA2_FORWARD, error=1e-7, error_at_window=0.3, given=(4, 4))
+    wrong = Outcome(GEMMA2_GENERATE, error=0.6, error_at_window=0.6)
+    failed = Outcome(GEMMA2_GENERATE, failure="FA2 raised IndexError: index 4; eager raises it too")
+    assert _verdict(PREFILL_SLICE_RULE, [failed, wrong]).verdict is AFFECTED
+    assert (
+        "= 6.0e-01 (eager at window 4, FA2 given no window_size"
+        in _verdict(PREFILL_SLICE_RULE, [wrong]).evidence
+    )
+    assert _verdict(PREFILL_SLICE_RULE, [exact, failed]).verdict is ERROR
+    clean = _verdict(PREFILL_SLICE_RULE, [exact])
+    assert clean.verdict is NOT_AFFECTED
+    assert (
+        f"eager at window 5 as FA2's window_size=(4, 4) reads it, 3.0e-01 at 4; tolerance {TOLERANCE:g}"
+        in (clean.evidence)
+    )
+
+
+def errors(evidence: str) -> tuple[float, float | None]:
+    """max |FA2 - eager| against the reference eager, and against eager at window 4 where that differs."""
+    found = ERRORS.search(evidence)
+    assert found, evidence
+    return float(found.group(1)), None if found.group(2) is None else float(found.group(2))
+
+
+# Evidence: Gemma-2 4.44.0 cuts the keys to the window in every forward (cu_seqlens_k [0, 4, 8] for rows
+# of 10), 4.44.1 to 4.46.x in generate's prefill; Mistral up to 4.45 unpads the decoding step's keys with
+# the mask cut to the window ([0, 4, 8] or [0, 3, 6], not [0, 7, 12]).
+GEMMA2_FORWARD_CUT = "Gemma2 forward without cache (FA2, 2x10 tokens, window 4): logits max"
+GEMMA2_PREFILL_CUT = "Gemma2 generate (FA2, 2x10 prompt, no padding, window 4, 1 new token): logits max"
+KEYS_CUT = "FA2 given no window_size; tolerance 0.0001); flash_attn_varlen_func cu_seqlens_k [0, 4, 8]"
+PREFILL_WHOLE = "reads it, 2.6e-01 at 4; tolerance 0.0001); flash_attn_varlen_func cu_seqlens_k [0, 10, 20]"
+MISTRAL_CUT = "flash_attn_varlen_func cu_seqlens_k [0, 6, 10]; cu_seqlens_k [0, 4, 8] x2"
+MISTRAL_WHOLE = "flash_attn_varlen_func cu_seqlens_k [0, 6, 10]; cu_seqlens_k [0, 7, 12];"
+NO_TOP_LEFT_MASK = (
+    "FA2 raised AttributeError: 'Gemma2Attention' object has no attribute '_flash_attn_uses_top_left_mask'; "
+    "eager runs"
+)
+CACHE_INDEX_ERROR = (
+    "FA2 raised IndexError: index 4 is out of bounds for dimension 0 with size 4; eager raises it too"
+)
+
+
+@pytest.mark.releases
+@pytest.mark.parametrize(
+    ("release", "gemma2", "gemma2_evidence", "mistral", "mistral_evidence"),
+    [
+        (
+            "4.40.0",
+            NOT_AFFECTED,
+            "no gemma2 model in this release",
+            AFFECTED,
+            "cu_seqlens_k [0, 6, 10]; cu_seqlens_k [0, 3, 6]",
+        ),
+        ("4.44.0", AFFECTED, GEMMA2_FORWARD_CUT, AFFECTED, MISTRAL_CUT),  # generate: the 4-D mask first
+        ("4.44.1", AFFECTED, GEMMA2_PREFILL_CUT, AFFECTED, MISTRAL_CUT),
+        ("4.45.2", AFFECTED, GEMMA2_PREFILL_CUT, AFFECTED, MISTRAL_CUT),
+        ("4.46.1", AFFECTED, GEMMA2_PREFILL_CUT, NOT_AFFECTED, MISTRAL_WHOLE),
+        ("4.47.1", ERROR, NO_TOP_LEFT_MASK, NOT_AFFECTED, MISTRAL_WHOLE),
+        ("4.48.0", ERROR, CACHE_INDEX_ERROR, NOT_AFFECTED, MISTRAL_WHOLE),  # HybridCache._static_update
+        ("4.48.1", ERROR, CACHE_INDEX_ERROR, NOT_AFFECTED, MISTRAL_WHOLE),
+        ("4.48.2", NOT_AFFECTED, PREFILL_WHOLE, NOT_AFFECTED, MISTRAL_WHOLE),
+        # 4.54 turns a forward's broadcast position_ids [1, 10] into one sequence for a batch of 2
+        (
+            "4.54.1",
+            ERROR,
+            "cu_seqlens_q=[0, 10] ends at 10, not at the 20 packed tokens",
+            NOT_AFFECTED,
+            MISTRAL_WHOLE,
+        ),
+        # window_size=(W - 1, W - 1) from 4.56: eager at W is the reference itself
+        (
+            "5.23.0",
+            NOT_AFFECTED,
+            "(eager at window 4, which FA2's window_size=(3, 3) spans",
+            NOT_AFFECTED,
+            "(3, 3) spans",
+        ),
+    ],
+)
+def test_probe_on_release(
+    release: str, gemma2: ProbeVerdict, gemma2_evidence: str, mistral: ProbeVerdict, mistral_evidence: str
+) -> None:
+    outcome = probe_in(release_venv(f"transformers=={release}"), PROBE)
+    observations, wall_s = outcome.observations, outcome.wall_s
+    for rule, verdict, evidence in (
+        (PREFILL_SLICE_RULE, gemma2, gemma2_evidence),
+        (MISTRAL_SLICE_RULE, mistral, mistral_evidence),
+    ):
+        observation = observations[rule]
+        assert observation.verdict is verdict, observations
+        assert evidence in observation.evidence, observation.evidence
+        if verdict is AFFECTED:
+            assert errors(observation.evidence)[0] > WRONG
+        elif verdict is NOT_AFFECTED and "logits max" in observation.evidence:
+            error, at_window = errors(observation.evidence)
+            assert error <= TOLERANCE
+            # eager at W + 1 where FA2 is asked for W + 1 keys: eager at W differs (the off-by-one)
+            assert at_window is None or at_window > WRONG
+    if gemma2 is AFFECTED and gemma2_evidence != GEMMA2_FORWARD_CUT:  # the keys handed over, cut to 4
+        assert KEYS_CUT in observations[PREFILL_SLICE_RULE].evidence
+    assert wall_s < 30, f"the probe took {wall_s:.1f} s"  # about 5 s here

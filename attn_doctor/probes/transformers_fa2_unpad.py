@@ -7,7 +7,7 @@ attention in float64 torch, runs the release's own FA2 entry point on a few tiny
 compares each output with reference attention. The release's own import code picks the stand-ins up,
 whichever names and loading scheme it uses; neither flash_attn nor a GPU is needed. A tiny Gemma-2
 generate on a left-padded batch, compared with eager, shows whether that path gets a 4-D mask and
-whether the padded row comes out right.
+whether the batch's second row comes out right.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ CU_SEQLENS_RULE = "gemma2-fa2-cu-seqlens"  # 4.44.0: bad cu_seqlens reach flash_
 POSITION_IDS_RULE = "transformers-fa2-position-ids-not-from-zero"  # 4.54: transformers itself raises
 MASK_4D_RULE = "transformers-fa2-4d-attention-mask"
 GENERATE_RULE = "gemma2-fa2-generate-4d-mask"  # 4.44.0: Gemma2's generate hands FA2 a 4-D mask
-HYBRID_PADDING_RULE = "gemma2-fa2-hybrid-cache-padding-slice"  # 4.48.0-4.48.1: a wrong padded row
+HYBRID_PADDING_RULE = "gemma2-fa2-hybrid-cache-padding-slice"  # 4.48.0-4.48.1: row 2 of a batch wrong
 GENERATE_RULES = (GENERATE_RULE, HYBRID_PADDING_RULE)  # one generate run, observed for both
 TOLERANCE = 1e-4
 LENGTH, HEADS, KV_HEADS, HEAD_DIM = 8, 4, 2, 16
@@ -459,8 +459,10 @@ def _generate(model: Any) -> torch.Tensor:
 
 def _generate_observations(stand_ins: StandIns) -> list[Observation]:
     """Gemma2's generate with FA2 on a left-padded batch, compared with eager: does the FA2 path get a
-    2-D mask (GENERATE_RULE), and are the padded row's logits right (HYBRID_PADDING_RULE: 4.48.0 and
-    4.48.1 unpad the window-sized cache's keys with the prompt's 2-D mask, so only that row goes wrong)?"""
+    2-D mask (GENERATE_RULE), and are row 2's logits right (HYBRID_PADDING_RULE: 4.48.0 and 4.48.1 unpad
+    the cache's keys, 8 slots per row, by the flat positions of the prompt's 2-D mask, 6 per row, so every
+    row after the first reads the wrong slots; padded or not: tried by hand on 4.48.0, row 2 unpadded is
+    0.31 off, row 1 left-padded exact)?"""
 
     def observed(verdicts: tuple[ProbeVerdict, ProbeVerdict], evidence: str) -> list[Observation]:
         text = " ".join(f"{GENERATE_CASE}: {evidence}".split())[:EVIDENCE_CHARS]
@@ -486,18 +488,18 @@ def _generate_observations(stand_ins: StandIns) -> list[Observation]:
     try:  # the same weights with eager attention, which takes the 4-D mask it is meant to
         eager = _gemma2("eager")
         eager.load_state_dict(model.state_dict())
-        unpadded, padded = (scores - _generate(eager)).abs().amax(dim=(0, 2)).tolist()  # per row
+        first, second = (scores - _generate(eager)).abs().amax(dim=(0, 2)).tolist()  # per row
     except Exception as exc:  # noqa: BLE001 - as above
         return observed((error, error), f"{calls}; then eager failed: {type(exc).__name__}: {exc}")
     numbers = (
-        f"logits max |FA2 - eager| = {padded:.1e} on the left-padded row, {unpadded:.1e} on the other "
+        f"logits max |FA2 - eager| = {second:.1e} on row 2 (left-padded), {first:.1e} on row 1 "
         f"(tolerance {TOLERANCE:g})"
     )
-    if not stand_ins.calls or not unpadded <= TOLERANCE:  # wrong, but not the way either rule says
+    if not stand_ins.calls or not first <= TOLERANCE:  # wrong, but not the way either rule says
         return observed((error, error), f"{calls}; {numbers}")
-    # flash_attn took the 2-D mask's metadata either way; only the padded row can still be wrong
-    padded_row = not_affected if padded <= TOLERANCE else affected
-    return observed((not_affected, padded_row), f"{calls}; {numbers}")
+    # flash_attn took the 2-D mask's metadata either way; only row 2 can still be wrong
+    second_row = not_affected if second <= TOLERANCE else affected
+    return observed((not_affected, second_row), f"{calls}; {numbers}")
 
 
 def run() -> list[Observation]:

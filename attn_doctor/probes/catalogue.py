@@ -41,7 +41,10 @@ PROBES: tuple[Probe, ...] = (
         id="transformers-fa2-sliding-window",
         module="attn_doctor.probes.transformers_fa2_sliding_window",
         rules=(
+            "gemma2-fa2-sliding-window-slice-4-44-0",
             "gemma2-fa2-sliding-window-prefill-slice",
+            "gemma2-fa2-missing-top-left-mask-attribute",
+            "gemma2-hybrid-cache-sliding-layer-index-error",
             "transformers-mistral-fa2-generate-mask-slice",
         ),
         needs="transformers",

@@ -1,11 +1,13 @@
-"""Probe: FlashAttention-2 in transformers' generate of sliding-window models, past the window.
+"""Probe: FlashAttention-2 in transformers' Gemma-2 and Mistral past the sliding window, against eager.
 
 Some releases slice the 2-D padding mask (and sometimes the keys) of a sliding-window layer to the
-window in Python before flash_attn is called: Gemma-2 during the prefill of generate (4.44.x-4.46.x),
-Mistral when decoding past the window with padding (4.36-4.45). The probe runs tiny one-layer models of
-the installed release on CPU with FA2 served by stand-ins for flash_attn that also take ``window_size``
-(as flash_attn >= 2.3 does) and compute in float64, and compares their logits with the same weights run
-with eager attention.
+window in Python before flash_attn is called: Gemma-2 on every forward in 4.44.0 and in generate's
+prefill in 4.44.1-4.46.x, Mistral when decoding past the window with padding (4.36-4.45). The probe runs
+tiny one-layer models of the installed release on CPU with FA2 served by stand-ins for flash_attn that
+also take ``window_size`` (as flash_attn >= 2.3 does) and compute in float64, and compares their logits
+with the same weights run with eager attention. The same runs show two Gemma-2 crashes that stand in
+the way: 4.47.x's FA2 reads an attribute nothing sets, 4.48.0/4.48.1's cache goes out of bounds past the
+window with any attention.
 
 transformers before 4.56 passes ``window_size=(W, W)``, which flash_attn reads as W + 1 keys where eager
 attends W (rule transformers-fa2-sliding-window-off-by-one). So the eager reference is given the window
@@ -36,7 +38,11 @@ from attn_doctor.probes.transformers_fa2_unpad import (
     reference_attention,
 )
 
-PREFILL_SLICE_RULE = "gemma2-fa2-sliding-window-prefill-slice"
+SLICE_4_44_0_RULE = "gemma2-fa2-sliding-window-slice-4-44-0"  # a forward without cache
+PREFILL_SLICE_RULE = "gemma2-fa2-sliding-window-prefill-slice"  # generate's prefill
+TOP_LEFT_MASK_RULE = "gemma2-fa2-missing-top-left-mask-attribute"  # 4.47.x: every FA2 forward raises
+CACHE_INDEX_RULE = "gemma2-hybrid-cache-sliding-layer-index-error"  # 4.48.0-4.48.1: generate past W
+GEMMA2_RULES = (SLICE_4_44_0_RULE, PREFILL_SLICE_RULE, TOP_LEFT_MASK_RULE, CACHE_INDEX_RULE)
 MISTRAL_SLICE_RULE = "transformers-mistral-fa2-generate-mask-slice"
 WINDOW, VOCAB = 4, 128
 TOLERANCE = 1e-4  # on logits of order 1; float32 model, float64 attention
@@ -165,7 +171,15 @@ class Case:
         input_ids, attention_mask = self.inputs()
         with torch.no_grad():
             if not self.new_tokens:
-                logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+                # position_ids per row, as generate makes them: 4.54's FA2 reads the model's own [1, T]
+                # as one packed sequence for the whole batch, another rule's bug
+                positions = torch.arange(self.prompt).expand(2, -1)
+                logits = model(
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    position_ids=positions,
+                    use_cache=False,
+                ).logits
                 return logits[None], torch.zeros(2, 0, dtype=torch.long)
             output = model.generate(
                 input_ids=input_ids,
@@ -176,6 +190,14 @@ class Case:
                 return_dict_in_generate=True,
             )
         return torch.stack(output.scores)[:, :, None], output.sequences[:, self.prompt :]
+
+    def eager_failure(self) -> str | None:
+        """What eager at the configured window raises on this case; None if it runs."""
+        try:
+            self.run(self.model("eager", WINDOW))
+        except Exception as exc:  # noqa: BLE001 - the evidence
+            return f"{type(exc).__name__}: {exc}"
+        return None
 
 
 # Gemma-2 4.44.0 slices in every forward; 4.44.1 to 4.46.x only with a cache, which generate creates
@@ -203,6 +225,7 @@ class Outcome:
     error_at_window: float = float("nan")  # the same against eager at the configured WINDOW
     given: tuple[int, int] | None = None  # the window_size the FA2 calls got, if any
     failure: str | None = None  # what stopped the FA2 run: a stand-in's refusal or an exception
+    eager_failure: str | None = None  # what eager raised, if anything, where FA2 failed
 
     @property
     def eager_window(self) -> int:
@@ -216,7 +239,13 @@ class Outcome:
 
     def evidence(self) -> str:
         if self.failure is not None:
-            text = f"{self.case.description}: {self.failure}"
+            if self.eager_failure is None:
+                eager = "eager runs"
+            elif self.failure.endswith(self.eager_failure):
+                eager = "eager raises it too"
+            else:
+                eager = f"eager raises {self.eager_failure}"
+            text = f"{self.case.description}: {self.failure}; {eager}"
         else:
             if self.given is None:
                 against = f"eager at window {WINDOW}, FA2 given no window_size"
@@ -271,18 +300,14 @@ def observe(case: Case, stand_ins: WindowedStandIns) -> Outcome:
     try:
         logits, tokens = case.run(model)
     except Violation as violation:
-        return Outcome(case, tuple(stand_ins.calls), failure=str(violation))
+        return Outcome(
+            case, tuple(stand_ins.calls), failure=str(violation), eager_failure=case.eager_failure()
+        )
     except StandInMisuse:
         raise
-    except Exception as exc:  # noqa: BLE001 - the release's own error, told apart from eager's below
+    except Exception as exc:  # noqa: BLE001 - the release's own error, told apart from eager's
         failure = f"FA2 raised {type(exc).__name__}: {exc}"
-        try:
-            case.run(case.model("eager", WINDOW))
-            failure += "; eager runs"
-        except Exception as eager_exc:  # noqa: BLE001 - the evidence
-            same = type(eager_exc) is type(exc) and str(eager_exc) == str(exc)
-            failure += "; eager raises it too" if same else f"; eager raises {type(eager_exc).__name__}"
-        return Outcome(case, tuple(stand_ins.calls), failure=failure)
+        return Outcome(case, tuple(stand_ins.calls), failure=failure, eager_failure=case.eager_failure())
     calls = tuple(stand_ins.calls)
     windows = set(stand_ins.windows)
     if len(windows) > 1 or any(left != right for left, right in windows):
@@ -302,34 +327,75 @@ class _CannotBuild(Exception):
     """The release will not build the FA2 model on CPU in float32."""
 
 
-def _verdict(rule: str, outcomes: list[Outcome]) -> Observation:
-    """Affected when some case's FA2 logits differ from eager while flash_attn took every call's metadata."""
-    wrong = [outcome for outcome in outcomes if outcome.failure is None and not outcome.exact]
-    if wrong:
-        return Observation(rule, ProbeVerdict.AFFECTED, wrong[0].evidence())
-    failed = [outcome for outcome in outcomes if outcome.failure is not None]
-    if failed:  # a crash, or bad metadata: not this rule's silent slicing, and it hides it
-        return Observation(rule, ProbeVerdict.ERROR, failed[0].evidence())
-    return Observation(rule, ProbeVerdict.NOT_AFFECTED, outcomes[-1].evidence())
+def _verdict(rule: str, outcome: Outcome) -> Observation:
+    """Affected when FA2's logits differ from eager while flash_attn took every call's metadata; a crash
+    or refused metadata is not this silent slicing, and hides it."""
+    if outcome.failure is not None:
+        return Observation(rule, ProbeVerdict.ERROR, outcome.evidence())
+    verdict = ProbeVerdict.NOT_AFFECTED if outcome.exact else ProbeVerdict.AFFECTED
+    return Observation(rule, verdict, outcome.evidence())
 
 
-def _observation(rule: str, family: str, cases: tuple[Case, ...], stand_ins: WindowedStandIns) -> Observation:
-    if importlib.util.find_spec(f"transformers.models.{family}") is None:
-        return Observation(rule, ProbeVerdict.NOT_AFFECTED, f"no {family} model in this release")
+def _top_left_mask(forward: Outcome) -> Observation:
+    """4.47.x: the FA2 forward raises on the attribute while eager runs."""
+    if forward.failure is not None and "_flash_attn_uses_top_left_mask" in forward.failure:
+        verdict = ProbeVerdict.AFFECTED if forward.eager_failure is None else ProbeVerdict.ERROR
+    else:
+        verdict = ProbeVerdict.NOT_AFFECTED if forward.calls else ProbeVerdict.ERROR  # FA2 was reached
+    return Observation(TOP_LEFT_MASK_RULE, verdict, forward.evidence())
+
+
+def _cache_index(generate: Outcome) -> Observation:
+    """4.48.0-4.48.1: generate past the window goes out of bounds in the cache, eager included."""
+    if generate.failure is None or generate.eager_failure is None:  # eager generated, FA2 aside
+        return Observation(CACHE_INDEX_RULE, ProbeVerdict.NOT_AFFECTED, generate.evidence())
+    out_of_bounds = (
+        generate.eager_failure.startswith("IndexError") and "out of bounds" in generate.eager_failure
+    )
+    verdict = ProbeVerdict.AFFECTED if out_of_bounds else ProbeVerdict.ERROR
+    return Observation(CACHE_INDEX_RULE, verdict, generate.evidence())
+
+
+def _for_each(rules: tuple[str, ...], verdict: ProbeVerdict, evidence: str) -> list[Observation]:
+    return [Observation(rule, verdict, " ".join(evidence.split())[:EVIDENCE_CHARS]) for rule in rules]
+
+
+def _gemma2(stand_ins: WindowedStandIns) -> list[Observation]:
+    if importlib.util.find_spec("transformers.models.gemma2") is None:  # before 4.42
+        return _for_each(GEMMA2_RULES, ProbeVerdict.NOT_AFFECTED, "no gemma2 model in this release")
     try:
-        outcomes = [observe(case, stand_ins) for case in cases]
+        forward, generate = (observe(case, stand_ins) for case in (GEMMA2_FORWARD, GEMMA2_GENERATE))
+    except Exception as exc:  # noqa: BLE001 - these rules' verdicts only; Mistral's stands
+        return _for_each(
+            GEMMA2_RULES, ProbeVerdict.ERROR, f"the probe cannot drive it: {type(exc).__name__}: {exc}"
+        )
+    return [
+        _verdict(SLICE_4_44_0_RULE, forward),
+        _verdict(PREFILL_SLICE_RULE, generate),
+        _top_left_mask(forward),
+        _cache_index(generate),
+    ]
+
+
+def _mistral(stand_ins: WindowedStandIns) -> Observation:
+    if importlib.util.find_spec("transformers.models.mistral") is None:  # before 4.34
+        return Observation(MISTRAL_SLICE_RULE, ProbeVerdict.NOT_AFFECTED, "no mistral model in this release")
+    try:
+        return _verdict(MISTRAL_SLICE_RULE, observe(MISTRAL_GENERATE, stand_ins))
     except _CannotBuild as exc:
-        return Observation(rule, ProbeVerdict.SKIPPED, " ".join(str(exc).split())[:EVIDENCE_CHARS])
-    except Exception as exc:  # noqa: BLE001 - this rule's verdict only; the other one stands
-        evidence = f"the probe cannot drive it: {type(exc).__name__}: {exc}"
-        return Observation(rule, ProbeVerdict.ERROR, " ".join(evidence.split())[:EVIDENCE_CHARS])
-    return _verdict(rule, outcomes)
+        return Observation(
+            MISTRAL_SLICE_RULE, ProbeVerdict.SKIPPED, " ".join(str(exc).split())[:EVIDENCE_CHARS]
+        )
+    except Exception as exc:  # noqa: BLE001 - this rule's verdict only; Gemma-2's stand
+        [observation] = _for_each(
+            (MISTRAL_SLICE_RULE,),
+            ProbeVerdict.ERROR,
+            f"the probe cannot drive it: {type(exc).__name__}: {exc}",
+        )
+        return observation
 
 
 def run() -> list[Observation]:
     stand_ins = WindowedStandIns()
     install_fake_flash_attn(stand_ins)
-    return [
-        _observation(PREFILL_SLICE_RULE, "gemma2", (GEMMA2_FORWARD, GEMMA2_GENERATE), stand_ins),
-        _observation(MISTRAL_SLICE_RULE, "mistral", (MISTRAL_GENERATE,), stand_ins),
-    ]
+    return [*_gemma2(stand_ins), _mistral(stand_ins)]

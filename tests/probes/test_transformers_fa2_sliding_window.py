@@ -1,11 +1,12 @@
 """The FA2 sliding-window probe: its windowed stand-ins and verdicts here, the real releases in cached venvs.
 
 Release tests run the probe as the doctor does (a child process read by the runner). Gemma-2: 4.44.0
-cuts the keys to the window in every forward, 4.44.1 to 4.46.x in generate's prefill; 4.47.x cannot run
-Gemma-2 with FA2, 4.48.0/4.48.1 cannot generate past the window with any attention; 4.48.2 is right.
-Mistral: a left-padded generate past the window is wrong up to 4.45.2 and right from 4.46.1. Until 4.56
-FA2 is asked for window_size=(W, W), W + 1 keys, so eager at W + 1 is the reference there; the
-difference from eager at W (the other rule) is in the evidence too.
+cuts the keys to the window in a forward without cache, 4.44.1 to 4.46.x in generate's prefill; 4.47.x
+cannot run Gemma-2 with FA2 (no '_flash_attn_uses_top_left_mask'), 4.48.0/4.48.1 cannot generate past the
+window with any attention (the cache's IndexError); 4.48.2 is right. Mistral: a left-padded generate
+past the window is wrong up to 4.45.2 and right from 4.46.1. Until 4.56 FA2 is asked for
+window_size=(W, W), W + 1 keys, so eager at W + 1 is the reference there; the difference from eager at
+W (the off-by-one rule) is in the evidence too.
 """
 
 from __future__ import annotations
@@ -19,15 +20,21 @@ import torch
 from attn_doctor.probes.catalogue import PROBES
 from attn_doctor.probes.observation import ProbeVerdict
 from attn_doctor.probes.transformers_fa2_sliding_window import (
+    CACHE_INDEX_RULE,
     GEMMA2_FORWARD,
     GEMMA2_GENERATE,
+    GEMMA2_RULES,
     MISTRAL_SLICE_RULE,
     PREFILL_SLICE_RULE,
+    SLICE_4_44_0_RULE,
     TOLERANCE,
+    TOP_LEFT_MASK_RULE,
     Outcome,
     WindowedStandIns,
+    _cache_index,
     _collapsed,
     _compared,
+    _top_left_mask,
     _verdict,
 )
 from attn_doctor.probes.transformers_fa2_unpad import StandInMisuse, StandIns
@@ -100,22 +107,34 @@ def test_calls_collapse_repeats_and_name_each_function_once_per_run() -> None:
     assert _collapsed(()) == "no flash_attn call"
 
 
-def test_verdict_wrong_logits_before_failures_before_exact() -> None:
-    exact = Outcome(GEMMA2_FORWARD, error=1e-7, error_at_window=0.3, given=(4, 4))
+def test_verdicts_from_logits_and_from_what_raised() -> None:
+    exact = Outcome(GEMMA2_FORWARD, ("flash_attn_varlen_func cu_seqlens_k [0, 10, 20]",), 1e-7, 0.3, (4, 4))
     wrong = Outcome(GEMMA2_GENERATE, error=0.6, error_at_window=0.6)
-    failed = Outcome(GEMMA2_GENERATE, failure="FA2 raised IndexError: index 4; eager raises it too")
-    assert _verdict(PREFILL_SLICE_RULE, [failed, wrong]).verdict is AFFECTED
+    index_error = "IndexError: index 4 is out of bounds for dimension 0 with size 4"
+    crashed = Outcome(GEMMA2_GENERATE, failure=f"FA2 raised {index_error}", eager_failure=index_error)
+    attribute = "FA2 raised AttributeError: 'Gemma2Attention' object has no attribute "
+    attribute += "'_flash_attn_uses_top_left_mask'"
+    no_attribute = Outcome(GEMMA2_FORWARD, failure=attribute)
+    assert _verdict(PREFILL_SLICE_RULE, wrong).verdict is AFFECTED
     assert (
         "= 6.0e-01 (eager at window 4, FA2 given no window_size"
-        in _verdict(PREFILL_SLICE_RULE, [wrong]).evidence
+        in _verdict(PREFILL_SLICE_RULE, wrong).evidence
     )
-    assert _verdict(PREFILL_SLICE_RULE, [exact, failed]).verdict is ERROR
-    clean = _verdict(PREFILL_SLICE_RULE, [exact])
+    assert _verdict(PREFILL_SLICE_RULE, crashed).verdict is ERROR  # a crash hides the slicing
+    assert crashed.evidence().endswith("with size 4; eager raises it too")
+    clean = _verdict(SLICE_4_44_0_RULE, exact)
     assert clean.verdict is NOT_AFFECTED
     assert (
-        f"eager at window 5 as FA2's window_size=(4, 4) reads it, 3.0e-01 at 4; tolerance {TOLERANCE:g}"
-        in (clean.evidence)
+        f"window 5 as FA2's window_size=(4, 4) reads it, 3.0e-01 at 4; tolerance {TOLERANCE:g}"
+        in clean.evidence
     )
+    assert _top_left_mask(no_attribute).verdict is AFFECTED
+    assert no_attribute.evidence().endswith("'_flash_attn_uses_top_left_mask'; eager runs")
+    assert _top_left_mask(exact).verdict is NOT_AFFECTED
+    assert _top_left_mask(Outcome(GEMMA2_FORWARD, failure="FA2 raised KeyError: 'x'")).verdict is ERROR
+    assert _cache_index(crashed).verdict is AFFECTED  # eager too: the cache, not FA2
+    assert _cache_index(Outcome(GEMMA2_GENERATE, failure=f"FA2 raised {index_error}")).verdict is NOT_AFFECTED
+    assert _cache_index(wrong).verdict is NOT_AFFECTED
 
 
 def errors(evidence: str) -> tuple[float, float | None]:
@@ -125,13 +144,13 @@ def errors(evidence: str) -> tuple[float, float | None]:
     return float(found.group(1)), None if found.group(2) is None else float(found.group(2))
 
 
-# Evidence: Gemma-2 4.44.0 cuts the keys to the window in every forward (cu_seqlens_k [0, 4, 8] for rows
+# Gemma-2 4.44.0 cuts the keys to the window in a forward without cache (cu_seqlens_k [0, 4, 8] for rows
 # of 10), 4.44.1 to 4.46.x in generate's prefill; Mistral up to 4.45 unpads the decoding step's keys with
 # the mask cut to the window ([0, 4, 8] or [0, 3, 6], not [0, 7, 12]).
-GEMMA2_FORWARD_CUT = "Gemma2 forward without cache (FA2, 2x10 tokens, window 4): logits max"
-GEMMA2_PREFILL_CUT = "Gemma2 generate (FA2, 2x10 prompt, no padding, window 4, 1 new token): logits max"
 KEYS_CUT = "FA2 given no window_size; tolerance 0.0001); flash_attn_varlen_func cu_seqlens_k [0, 4, 8]"
-PREFILL_WHOLE = "reads it, 2.6e-01 at 4; tolerance 0.0001); flash_attn_varlen_func cu_seqlens_k [0, 10, 20]"
+FORWARD_CUT = "Gemma2 forward without cache (FA2, 2x10 tokens, window 4): logits max"
+PREFILL_CUT = "Gemma2 generate (FA2, 2x10 prompt, no padding, window 4, 1 new token): logits max"
+KEYS_WHOLE = "tolerance 0.0001); flash_attn_varlen_func cu_seqlens_k [0, 10, 20]"
 MISTRAL_CUT = "flash_attn_varlen_func cu_seqlens_k [0, 6, 10]; cu_seqlens_k [0, 4, 8] x2"
 MISTRAL_WHOLE = "flash_attn_varlen_func cu_seqlens_k [0, 6, 10]; cu_seqlens_k [0, 7, 12];"
 NO_TOP_LEFT_MASK = (
@@ -141,64 +160,125 @@ NO_TOP_LEFT_MASK = (
 CACHE_INDEX_ERROR = (
     "FA2 raised IndexError: index 4 is out of bounds for dimension 0 with size 4; eager raises it too"
 )
+FOUR_D_MASK = "index_first_axis: 109 of 110 indices fall outside [0, 2)"  # 4.44.0 generate: 4-D mask
+NO_GEMMA2 = "no gemma2 model in this release"
+Expected = dict[str, tuple[ProbeVerdict, str]]
+
+
+def gemma2(
+    slice_4_44_0: tuple[ProbeVerdict, str], prefill: tuple[ProbeVerdict, str], **others: ProbeVerdict
+) -> Expected:
+    """The Gemma-2 rules' verdicts and evidence: the forward's for the 4.44.0 slice and the attribute, the
+    generate's for the prefill and the cache index; the two crash rules not affected unless named."""
+    return {
+        SLICE_4_44_0_RULE: slice_4_44_0,
+        PREFILL_SLICE_RULE: prefill,
+        TOP_LEFT_MASK_RULE: (others.get("top_left_mask", NOT_AFFECTED), slice_4_44_0[1]),
+        CACHE_INDEX_RULE: (others.get("cache_index", NOT_AFFECTED), prefill[1]),
+    }
+
+
+FIXED_FORWARD = (NOT_AFFECTED, "Gemma2 forward without cache (FA2, 2x10 tokens, window 4): logits max")
 
 
 @pytest.mark.releases
 @pytest.mark.parametrize(
-    ("release", "gemma2", "gemma2_evidence", "mistral", "mistral_evidence"),
+    ("release", "expected"),
     [
         (
             "4.40.0",
-            NOT_AFFECTED,
-            "no gemma2 model in this release",
-            AFFECTED,
-            "cu_seqlens_k [0, 6, 10]; cu_seqlens_k [0, 3, 6]",
+            {
+                **{rule: (NOT_AFFECTED, NO_GEMMA2) for rule in GEMMA2_RULES},
+                MISTRAL_SLICE_RULE: (AFFECTED, "cu_seqlens_k [0, 3, 6]"),
+            },
         ),
-        ("4.44.0", AFFECTED, GEMMA2_FORWARD_CUT, AFFECTED, MISTRAL_CUT),  # generate: the 4-D mask first
-        ("4.44.1", AFFECTED, GEMMA2_PREFILL_CUT, AFFECTED, MISTRAL_CUT),
-        ("4.45.2", AFFECTED, GEMMA2_PREFILL_CUT, AFFECTED, MISTRAL_CUT),
-        ("4.46.1", AFFECTED, GEMMA2_PREFILL_CUT, NOT_AFFECTED, MISTRAL_WHOLE),
-        ("4.47.1", ERROR, NO_TOP_LEFT_MASK, NOT_AFFECTED, MISTRAL_WHOLE),
-        ("4.48.0", ERROR, CACHE_INDEX_ERROR, NOT_AFFECTED, MISTRAL_WHOLE),  # HybridCache._static_update
-        ("4.48.1", ERROR, CACHE_INDEX_ERROR, NOT_AFFECTED, MISTRAL_WHOLE),
-        ("4.48.2", NOT_AFFECTED, PREFILL_WHOLE, NOT_AFFECTED, MISTRAL_WHOLE),
-        # 4.54 turns a forward's broadcast position_ids [1, 10] into one sequence for a batch of 2
+        (
+            "4.44.0",
+            {
+                **gemma2((AFFECTED, FORWARD_CUT), (ERROR, FOUR_D_MASK)),
+                MISTRAL_SLICE_RULE: (AFFECTED, MISTRAL_CUT),
+            },
+        ),
+        (
+            "4.44.1",
+            {**gemma2(FIXED_FORWARD, (AFFECTED, PREFILL_CUT)), MISTRAL_SLICE_RULE: (AFFECTED, MISTRAL_CUT)},
+        ),
+        (
+            "4.45.2",
+            {**gemma2(FIXED_FORWARD, (AFFECTED, PREFILL_CUT)), MISTRAL_SLICE_RULE: (AFFECTED, MISTRAL_CUT)},
+        ),
+        (
+            "4.46.1",
+            {
+                **gemma2(FIXED_FORWARD, (AFFECTED, PREFILL_CUT)),
+                MISTRAL_SLICE_RULE: (NOT_AFFECTED, MISTRAL_WHOLE),
+            },
+        ),
+        (
+            "4.47.1",
+            {
+                **gemma2((ERROR, NO_TOP_LEFT_MASK), (ERROR, NO_TOP_LEFT_MASK), top_left_mask=AFFECTED),
+                MISTRAL_SLICE_RULE: (NOT_AFFECTED, MISTRAL_WHOLE),
+            },
+        ),
+        (
+            "4.48.0",
+            {
+                **gemma2(FIXED_FORWARD, (ERROR, CACHE_INDEX_ERROR), cache_index=AFFECTED),
+                MISTRAL_SLICE_RULE: (NOT_AFFECTED, MISTRAL_WHOLE),
+            },
+        ),
+        (
+            "4.48.1",
+            {
+                **gemma2(FIXED_FORWARD, (ERROR, CACHE_INDEX_ERROR), cache_index=AFFECTED),
+                MISTRAL_SLICE_RULE: (NOT_AFFECTED, MISTRAL_WHOLE),
+            },
+        ),
+        (
+            "4.48.2",
+            {
+                **gemma2(FIXED_FORWARD, (NOT_AFFECTED, KEYS_WHOLE)),
+                MISTRAL_SLICE_RULE: (NOT_AFFECTED, MISTRAL_WHOLE),
+            },
+        ),
+        # 4.54 unpads generate's prefill with cu_seqlens_k one short: another rule's bug, hiding this one
         (
             "4.54.1",
-            ERROR,
-            "cu_seqlens_q=[0, 10] ends at 10, not at the 20 packed tokens",
-            NOT_AFFECTED,
-            MISTRAL_WHOLE,
+            {
+                **gemma2(
+                    FIXED_FORWARD, (ERROR, "cu_seqlens_k=[0, 10, 19] ends at 19, not at the 20 packed tokens")
+                ),
+                MISTRAL_SLICE_RULE: (NOT_AFFECTED, MISTRAL_WHOLE),
+            },
         ),
         # window_size=(W - 1, W - 1) from 4.56: eager at W is the reference itself
         (
             "5.23.0",
-            NOT_AFFECTED,
-            "(eager at window 4, which FA2's window_size=(3, 3) spans",
-            NOT_AFFECTED,
-            "(3, 3) spans",
+            {
+                **gemma2((NOT_AFFECTED, "(3, 3) spans"), (NOT_AFFECTED, "(3, 3) spans")),
+                MISTRAL_SLICE_RULE: (NOT_AFFECTED, "(3, 3) spans"),
+            },
         ),
     ],
 )
-def test_probe_on_release(
-    release: str, gemma2: ProbeVerdict, gemma2_evidence: str, mistral: ProbeVerdict, mistral_evidence: str
-) -> None:
+def test_probe_on_release(release: str, expected: Expected) -> None:
     outcome = probe_in(release_venv(f"transformers=={release}"), PROBE)
     observations, wall_s = outcome.observations, outcome.wall_s
-    for rule, verdict, evidence in (
-        (PREFILL_SLICE_RULE, gemma2, gemma2_evidence),
-        (MISTRAL_SLICE_RULE, mistral, mistral_evidence),
-    ):
+    assert set(observations) == set(expected) == set(PROBE.rules)
+    for rule, (verdict, evidence) in expected.items():
         observation = observations[rule]
         assert observation.verdict is verdict, observations
         assert evidence in observation.evidence, observation.evidence
+        if rule in (TOP_LEFT_MASK_RULE, CACHE_INDEX_RULE) or "logits max" not in observation.evidence:
+            continue  # the crash rules' evidence is another rule's case
+        error, at_window = errors(observation.evidence)
         if verdict is AFFECTED:
-            assert errors(observation.evidence)[0] > WRONG
-        elif verdict is NOT_AFFECTED and "logits max" in observation.evidence:
-            error, at_window = errors(observation.evidence)
+            assert error > WRONG
+        else:
             assert error <= TOLERANCE
             # eager at W + 1 where FA2 is asked for W + 1 keys: eager at W differs (the off-by-one)
             assert at_window is None or at_window > WRONG
-    if gemma2 is AFFECTED and gemma2_evidence != GEMMA2_FORWARD_CUT:  # the keys handed over, cut to 4
+    if observations[PREFILL_SLICE_RULE].verdict is AFFECTED:  # the keys handed over, cut to the window
         assert KEYS_CUT in observations[PREFILL_SLICE_RULE].evidence
     assert wall_s < 30, f"the probe took {wall_s:.1f} s"  # about 5 s here

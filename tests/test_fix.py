@@ -22,7 +22,7 @@ SEED_FEATURES = tuple(
 SEED_ERRORS = {
     "gemma2-fa2-cu-seqlens",
     "gemma2-fa2-generate-4d-mask",
-    "gemma2-fa2-sliding-window-prefill-slice",
+    "gemma2-fa2-sliding-window-slice-4-44-0",
     "flash-attn-alibi-before-2-4",
     "flash-attn-softcap-before-2-6",
 }
@@ -47,12 +47,13 @@ def pins(*requirements: str) -> list[str]:
 
 
 def test_seed_versions_the_rules_name(seed_site):
-    """The seed's stack: transformers 4.44.1 (gemma2-fa2-*) and flash-attn 2.6.0.post1 (no 2.6.0 was
-    published), the softcap minimum, above the ALiBi one (2.4.0.post1); 2.7.0.post2 is only a
-    warning's (no 2.7.0 was published)."""
+    """The seed's stack: transformers 4.48.2 (Gemma-2 FA2 generate with a sliding window is wrong
+    through 4.46.3, crashes in 4.47.x and 4.48.0-4.48.1: the 2026-11 audit, read in the wheels) and
+    flash-attn 2.6.0.post1 (no 2.6.0 was published), the softcap minimum, above the ALiBi one
+    (2.4.0.post1); 2.7.0.post2 is only a warning's (no 2.7.0 was published)."""
     result = cli("fix", "--path", seed_site.path, "--gpu", "sm_80", *SEED_FEATURES)
     assert result.exit_code == 0, result.stdout + result.stderr
-    assert "pip install 'flash-attn==2.6.0.post1' 'transformers==4.44.1'" in result.stdout
+    assert "pip install 'flash-attn==2.6.0.post1' 'transformers==4.48.2'" in result.stdout
     assert "clears flash-attn-alibi-before-2-4, flash-attn-softcap-before-2-6" in result.stdout
     assert "5 findings at or above --fail-on error; checked again with the versions below: 0 left." in (
         result.stdout
@@ -81,7 +82,7 @@ def test_proposed_versions_fed_back_to_check_clear_every_error(seed_site, tmp_pa
     requirements = [Requirement(line) for line in lines]
     assert {(r.name, str(r.specifier)) for r in requirements} == {
         ("flash-attn", "==2.6.0.post1"),
-        ("transformers", "==4.44.1"),
+        ("transformers", "==4.48.2"),
     }
     header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
     assert all(rule_id in header for rule_id in SEED_ERRORS)
@@ -127,7 +128,7 @@ def test_several_findings_from_each_what_if_input(site, no_gpu, tmp_path, given_
         inputs = ["--env-file", tmp_path / "env.json"]
     result, plan = fix_json("--gpu", "sm_90", *SEED_FEATURES, *inputs)
     assert set(plan["failing_before"]) == SEED_ERRORS and plan["failing_after"] == []
-    assert plan["pip_command"] == "pip install 'flash-attn==2.6.0.post1' 'transformers==4.44.1'"
+    assert plan["pip_command"] == "pip install 'flash-attn==2.6.0.post1' 'transformers==4.48.2'"
     assert result.exit_code == 0
 
 
@@ -225,9 +226,12 @@ def test_hardware_finding_stays_not_fixable_by_pip(tmp_path, site, no_gpu):
 def test_shipped_pre_ampere_rule_stays_while_the_rest_is_fixed(seed_site):
     result = cli("fix", "--path", seed_site.path, "--gpu", "T4", *SEED_FEATURES)
     assert result.exit_code == 1
-    assert "pip install 'flash-attn==2.6.0.post1' 'transformers==4.44.1'" in result.stdout
+    assert "pip install 'flash-attn==2.6.0.post1' 'transformers==4.48.2'" in result.stdout
     assert "✗ flash-attn-pre-ampere-gpu [error]" in result.stdout
-    assert "it also depends on the GPU" in result.stdout
+    # flash-attn 1 (Turing's way out) is older than every FA2 feature the project uses, and than
+    # the 2.1.0 that transformers 4.35-5.3 requires on CUDA
+    assert "every version the rules name conflicts with another rule: flash-attn 1 triggers" in result.stdout
+    assert "transformers-flash-attn-too-old" in result.stdout
     assert "fix: Do not use FlashAttention-2 on this GPU" in result.stdout
 
 

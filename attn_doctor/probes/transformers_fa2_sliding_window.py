@@ -122,7 +122,8 @@ class WindowedStandIns(StandIns):
 
 @dataclass(frozen=True)
 class Case:
-    """A random batch of two rows (row 2 left-padded) through a tiny one-layer model of ``family``."""
+    """A seeded random batch of two rows (row 2 left-padded by ``padding``) through a tiny one-layer
+    model of ``family``."""
 
     description: str
     family: str  # "gemma2" or "mistral": transformers.models.<family>

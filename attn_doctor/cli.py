@@ -559,6 +559,50 @@ def fix(
     raise typer.Exit(plan.exit_code)
 
 
+@app.command(short_help="Which wheel fits the stack, as one install command.")
+@_one_line_errors
+def wheel(
+    packages: Annotated[list[str], typer.Argument(help="flash-attn, xformers", show_default=False)],
+    gpu: GpuOption = [],  # noqa: B006
+    pin: PinOption = [],  # noqa: B006
+    requirements: RequirementsOption = [],  # noqa: B006
+    image: ImageOption = None,
+    dockerfile: DockerfileOption = None,
+    stage: StageOption = None,
+    env_file: EnvFileOption = None,
+    path: PathOption = [],  # noqa: B006
+    feature: FeatureOption = None,
+    project_path: ProjectOption = None,
+    no_scan: NoScanOption = True,
+    python: PythonOption = None,
+    target_platform: PlatformOption = None,
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+) -> None:
+    """For each package, the one command that installs a build fitting the target, and why; when
+    none fits, each way out. Installs nothing, needs no network (the release facts)."""
+    from attn_doctor.config import project_config
+    from attn_doctor.facts.assemble import assemble
+    from attn_doctor.planner.registry import PLANNERS
+    from attn_doctor.releases.facts import snapshot
+    from attn_doctor.report import wheel_report
+    from attn_doctor.report.width import terminal_width
+
+    _require_choice("--format", output_format, ("text", "json"))
+    unknown = [name for name in packages if name not in PLANNERS]
+    if unknown:
+        raise InputError(unknown[0], f"no wheel planner for it (planned: {', '.join(PLANNERS)})")
+    env, problems = assemble(_target(locals()), project_config(None, project_path))
+    facts = snapshot()
+    plans = [PLANNERS[name].plan(env, facts) for name in packages]
+    if output_format == "json":
+        sys.stdout.write(wheel_report.to_json(env.target, plans))
+    else:
+        sys.stdout.write(wheel_report.to_text(env.target, plans, terminal_width()))
+    for problem in problems:
+        _error(problem)
+    raise typer.Exit(0 if all(plan.command for plan in plans) else 1)
+
+
 @app.command(short_help="Name the known causes of an error in a log.")
 @_one_line_errors
 def explain(

@@ -52,7 +52,7 @@ def test_requirements_target_states_what_it_leaves_unknown(tmp_path):
     assert env["nvcc"] is None and "nvcc" not in env["origins"]  # unknown, not "not installed"
     assert env["platform"] == "linux" and "default" in env["origins"]["platform"]
     text = cli("check", "-r", requirements).stdout
-    assert text.startswith(f"attn-doctor check (target: {requirements} (1 packages))")
+    assert text.startswith(f"attn-doctor check (target: {requirements} (1 package))")
 
 
 def test_pins_alone_keep_this_machine(runner_with_triton):

@@ -87,11 +87,11 @@ def torch_variant_lacks_gpu(env: Environment, facts: ReleaseFacts) -> Reason:
         return Reason(RELEASE, None, why, torch.origin, missing=MISSING_RELEASE_DATA)
     for gpu in env.gpus:
         capability = gpu.compute_capability
-        if capability and not _covers(variant.archs, capability):
+        if capability and not covers(variant.archs, capability):
             sm = f"sm_{capability.replace('.', '')}"
             built = f"torch {variant.torch}+{variant.name} has code for {' '.join(variant.archs)}"
             text = f"{built}, not {sm} ({gpu.name})"
-            others = [v.name for v in facts.torch_variants(variant.torch) if _covers(v.archs, capability)]
+            others = [v.name for v in facts.torch_variants(variant.torch) if covers(v.archs, capability)]
             # a variant is a wheel index, not a version pip resolves: said, not pinned
             suggestion = (
                 f"torch {variant.torch} from the {' or '.join(others)} wheels (has {sm})"
@@ -355,9 +355,7 @@ def prebuilt_wheel_lacks_gpu(package_name: str, env: Environment, facts: Release
     ]
     supported = [gpu for gpu in env.gpus if gpu not in older]
     missing = [
-        gpu
-        for gpu in supported
-        if gpu.compute_capability and not _covers(wheel.archs, gpu.compute_capability)
+        gpu for gpu in supported if gpu.compute_capability and not covers(wheel.archs, gpu.compute_capability)
     ]
     if not missing and older and not supported:
         names = ", ".join(sorted({gpu.name for gpu in older}))
@@ -380,7 +378,7 @@ def prebuilt_wheel_lacks_gpu(package_name: str, env: Environment, facts: Release
         for v in facts.flash_attn_versions()
         if Version(v) > Version(Version(package.version).public)
         and any(
-            target.fits(w) and _covers(w.archs, gpu.compute_capability or "")
+            target.fits(w) and covers(w.archs, gpu.compute_capability or "")
             for w in facts.flash_attn_wheels(v) or []
         )
     ]
@@ -394,7 +392,7 @@ def _capability(text: str) -> tuple[int, int]:
     return (int(major), int(minor or 0)) if major.isdigit() and (minor or "0").isdigit() else (99, 0)
 
 
-def _covers(archs: tuple[str, ...], capability: str) -> bool:
+def covers(archs: tuple[str, ...], capability: str) -> bool:
     """Code for sm_XY runs on X.Z for Z >= Y (same major): sm_80 serves 8.6 and 8.9."""
     major, _, minor = capability.partition(".")
     for arch in archs:

@@ -207,7 +207,9 @@ def _declared_target(inputs: EnvironmentInputs, problems: list[str]) -> Environm
     if given:
         names = ", ".join(given)
         env.sources = [*env.sources, f"--requirements {names}"]
-        env.target = f"{names} ({len(declared.packages)} packages)" if inputs.env_file is None else env.target
+        count = len(declared.packages)
+        counted = f"{count} package{'' if count == 1 else 's'}"
+        env.target = f"{names} ({counted})" if inputs.env_file is None else env.target
         env = _over(env, declared.packages)
         _conda_facts(env, declared, inputs)
     return env

@@ -1,0 +1,11 @@
+"""The planners `attn-doctor wheel` can ask, by package."""
+
+from __future__ import annotations
+
+from attn_doctor.planner.flash_attn import FlashAttnPlanner
+from attn_doctor.planner.interface import Planner
+from attn_doctor.planner.xformers import XformersPlanner
+
+PLANNERS: dict[str, Planner] = {
+    planner.package: planner for planner in (FlashAttnPlanner(), XformersPlanner())
+}

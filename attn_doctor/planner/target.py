@@ -1,0 +1,63 @@
+"""The facts of a target that decide which wheel fits, each said once (and what is missing)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from attn_doctor.facts.model import Environment
+
+TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
+# torch's Linux wheels are built with the pre-C++11 ABI up to 2.6 and with the C++11 ABI from 2.7
+# (pytorch/pytorch#143962: "we do expect 2.7 to be cxx11 ABI by default")
+FIRST_CXX11_ABI_TORCH = Version("2.7")
+
+
+@dataclass(frozen=True)
+class WheelTarget:
+    torch: str  # "2.6.0", the public version
+    torch_minor: str  # "2.6"
+    cuda: str  # torch's CUDA, "12.4"
+    python: str  # "3.11"
+    cxx11_abi: bool
+    platform: str  # "linux_x86_64"
+
+    @property
+    def cuda_major(self) -> str:
+        return self.cuda.split(".")[0]
+
+    @property
+    def variant(self) -> str:
+        """torch's CUDA variant name, "cu124": the index the matching wheels are on."""
+        return "cu" + "".join(self.cuda.split(".")[:2])
+
+    def __str__(self) -> str:
+        abi = "TRUE" if self.cxx11_abi else "FALSE"
+        return (
+            f"torch {self.torch_minor}, CUDA {self.cuda_major}, Python {self.python}, "
+            f"C++11 ABI {abi} (torch {self.torch_minor}'s wheels), {self.platform}"
+        )
+
+
+def wheel_target(env: Environment) -> WheelTarget | str:
+    """The target, or one sentence saying which fact is missing."""
+    torch = env.packages.get("torch")
+    if torch is None or torch.version is None:
+        return "torch's version is not known: give it (--pin torch==2.6.0+cu124, -r, --env-file)"
+    if env.torch_build is None or env.torch_build.cuda is None:
+        build = "a CPU or ROCm build" if env.torch_build else "of an unknown build"
+        return f"torch {torch.version} is {build}: no CUDA wheel fits (--pin torch==X+cu124 for a CUDA one)"
+    if env.python is None:
+        return "the target's Python is not known (--python 3.11)"
+    public = Version(Version(torch.version).public)
+    machine = env.machine or "x86_64"
+    platform = f"{env.platform or 'linux'}_{machine}".lower().replace("amd64", "x86_64")
+    return WheelTarget(
+        torch=str(public),
+        torch_minor=f"{public.major}.{public.minor}",
+        cuda=env.torch_build.cuda,
+        python=".".join(env.python.split(".")[:2]),
+        cxx11_abi=public >= FIRST_CXX11_ABI_TORCH,
+        platform=platform,
+    )

@@ -1,0 +1,53 @@
+"""`attn-doctor wheel` as text (fitted to the terminal) or JSON (schemas/wheel.schema.json)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from attn_doctor import __version__
+from attn_doctor.planner.interface import Plan
+from attn_doctor.report.width import fit
+
+SCHEMA_ID, SCHEMA_VERSION = "attn-doctor/wheel", 1
+
+
+def to_text(target: str, plans: list[Plan], width: int | None) -> str:
+    lines = [*fit(f"attn-doctor wheel (target: {target})", width), ""]
+    for plan in plans:
+        lines.append(plan.package)
+        if plan.command:
+            lines += fit(f"  {plan.command}", width, shell=True)
+        else:
+            lines.append("  no command fits as the stack stands")
+        lines += fit(f"  why: {plan.why}", width)
+        for number, way in enumerate(plan.ways_out, 1):
+            lines += fit(f"  way out {number}: {way.title}", width)
+            for command in way.commands:
+                lines += fit(f"    {command}", width, shell=True)
+            lines += fit(f"    why: {way.why}", width)
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def to_json(target: str, plans: list[Plan]) -> str:
+    document: dict[str, Any] = {
+        "schema": SCHEMA_ID,
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "attn-doctor", "version": __version__},
+        "target": target,
+        "plans": [
+            {
+                "package": plan.package,
+                "command": plan.command,
+                "why": plan.why,
+                "url": plan.url,
+                "ways_out": [
+                    {"title": way.title, "commands": list(way.commands), "why": way.why}
+                    for way in plan.ways_out
+                ],
+            }
+            for plan in plans
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"

@@ -330,9 +330,11 @@ class _CannotBuild(Exception):
 
 def _verdict(rule: str, outcome: Outcome) -> Observation:
     """Affected when FA2's logits differ from eager while flash_attn took every call's metadata; a crash
-    or refused metadata is not this silent slicing, and hides it."""
+    or refused metadata is not this silent slicing, and hides it: skipped (another rule names that
+    crash), unless it is the probe's own stand-in that was misused (an error of the probe)."""
     if outcome.failure is not None:
-        return Observation(rule, ProbeVerdict.ERROR, outcome.evidence())
+        own = "StandInMisuse" in outcome.failure or "cannot drive" in outcome.failure
+        return Observation(rule, ProbeVerdict.ERROR if own else ProbeVerdict.SKIPPED, outcome.evidence())
     verdict = ProbeVerdict.NOT_AFFECTED if outcome.exact else ProbeVerdict.AFFECTED
     return Observation(rule, verdict, outcome.evidence())
 

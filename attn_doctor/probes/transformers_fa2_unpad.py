@@ -477,11 +477,12 @@ def _generate_observations(stand_ins: StandIns) -> list[Observation]:
         model = _gemma2("flash_attention_2")
         scores = _generate(model)
     # A 4-D mask fails before there are logits to look at: the padded row cannot be judged.
+    # (the hybrid-cache rule is then not observable here: skipped, not a failure of the probe)
     except Violation as violation:
-        return observed((affected, error), str(violation))
+        return observed((affected, ProbeVerdict.SKIPPED), str(violation))
     except IndexError as exc:  # transformers' own gather (4.53+), before flash_attn
         where = "after " + stand_ins.calls[-1] if stand_ins.calls else "before any flash_attn call"
-        return observed((affected, error), f"IndexError {where}: {exc}")
+        return observed((affected, ProbeVerdict.SKIPPED), f"IndexError {where}: {exc}")
     except Exception as exc:  # noqa: BLE001 - these rules' verdicts only; the other observations stand
         return observed((error, error), f"the probe cannot drive it: {type(exc).__name__}: {exc}")
     calls = "; ".join(stand_ins.calls) or "no flash_attn call"

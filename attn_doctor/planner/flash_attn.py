@@ -8,7 +8,7 @@ from packaging.version import Version
 from attn_doctor.engine.release_conditions import covers
 from attn_doctor.facts.model import Environment
 from attn_doctor.planner.interface import Plan, WayOut
-from attn_doctor.planner.target import TORCH_INDEX, WheelTarget, wheel_target
+from attn_doctor.planner.target import TORCH_INDEX, WheelTarget, cxx11_abi, wheel_target
 from attn_doctor.releases.facts import ReleaseFacts, Wheel
 from attn_doctor.releases.wheel_names import flash_attn_wheel
 
@@ -38,7 +38,7 @@ class FlashAttnPlanner:
         gpus = [gpu.compute_capability for gpu in env.gpus if gpu.compute_capability]
         for version in reversed(facts.flash_attn_versions()):
             for wheel in facts.flash_attn_wheels(version) or []:
-                if _fits(wheel, target) and all(covers(wheel.archs, gpu) for gpu in gpus):
+                if _fits(wheel, target) and _covers_all(wheel, gpus):
                     asset = flash_attn_wheel(
                         version, target.torch_minor, target.cuda, target.python, target.cxx11_abi
                     )
@@ -74,7 +74,7 @@ def _other_torch(target: WheelTarget, gpus: list[str], facts: ReleaseFacts) -> l
             {
                 Version(w.torch).base_version.rsplit(".", 1)[0]
                 for w in facts.flash_attn_wheels(version) or []
-                if w.python == target.python and not Version(w.torch).is_prerelease and covers_all(w, gpus)
+                if w.python == target.python and not Version(w.torch).is_prerelease and _covers_all(w, gpus)
             },
             key=Version,
         )
@@ -85,7 +85,7 @@ def _other_torch(target: WheelTarget, gpus: list[str], facts: ReleaseFacts) -> l
     return []
 
 
-def covers_all(wheel: Wheel, gpus: list[str]) -> bool:
+def _covers_all(wheel: Wheel, gpus: list[str]) -> bool:
     return all(covers(wheel.archs, gpu) for gpu in gpus)
 
 
@@ -98,7 +98,7 @@ def _torch_way(
             if not all(covers(variant.archs, gpu) for gpu in gpus):
                 continue
             cuda = f"{variant.name[2:-1]}.{variant.name[-1]}"
-            abi = Version(torch) >= Version("2.7")
+            abi = cxx11_abi(torch)
             wheels = [
                 w
                 for w in facts.flash_attn_wheels(version) or []

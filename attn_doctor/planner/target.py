@@ -40,6 +40,11 @@ class WheelTarget:
         )
 
 
+def cxx11_abi(torch: str) -> bool:
+    """Whether torch ``torch``'s Linux wheels use the C++11 ABI (see FIRST_CXX11_ABI_TORCH)."""
+    return Version(torch) >= FIRST_CXX11_ABI_TORCH
+
+
 def wheel_target(env: Environment) -> WheelTarget | str:
     """The target, or one sentence saying which fact is missing."""
     torch = env.packages.get("torch")
@@ -58,6 +63,6 @@ def wheel_target(env: Environment) -> WheelTarget | str:
         torch_minor=f"{public.major}.{public.minor}",
         cuda=env.torch_build.cuda,
         python=".".join(env.python.split(".")[:2]),
-        cxx11_abi=public >= FIRST_CXX11_ABI_TORCH,
+        cxx11_abi=cxx11_abi(str(public)),
         platform=platform,
     )

@@ -214,6 +214,21 @@ class ReleaseFacts:
     def torch_releases_with_variants(self) -> list[str]:
         return list(self._torch_cuda_archs.get("releases", {}))
 
+    @functools.cached_property
+    def _torch_cxx11_abi(self) -> dict[str, Any]:
+        return self._snapshot_file("torch-cxx11-abi.json")
+
+    def torch_cxx11_abi(self, version: str) -> bool | None:
+        """Whether torch ``version``'s Linux x86_64 wheel (of its public version: 2.7.0+cu126 is 2.7.0)
+        was built with the C++11 ABI, as read from the wheel itself (tools/torch_cxx11_abi.py); None
+        when the snapshot did not read that release."""
+        parsed = _parsed(version)
+        if parsed is None:
+            return None
+        releases: dict[str, Any] = self._torch_cxx11_abi.get("releases", {})
+        entry = next((e for v, e in releases.items() if _same_version(v, parsed.public)), None)
+        return None if entry is None else bool(entry["abi"])
+
     def ngc_pytorch_images(self) -> dict[str, dict[str, Any]]:
         """What each NGC PyTorch image (``YY.MM``) ships, by NVIDIA's release notes."""
         images: dict[str, dict[str, Any]] = self._snapshot_file("ngc-pytorch-images.json").get("images", {})

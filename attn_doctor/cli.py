@@ -559,10 +559,19 @@ def fix(
     raise typer.Exit(plan.exit_code)
 
 
+WHEEL_PACKAGES = "torch, triton, flash-attn, flash-attn-3, xformers, flash-linear-attention"
+
+
 @app.command(short_help="Which wheel fits the stack, as one install command.")
 @_one_line_errors
 def wheel(
-    packages: Annotated[list[str], typer.Argument(help="flash-attn, xformers", show_default=False)],
+    packages: Annotated[
+        list[str],
+        typer.Argument(
+            help="torch, triton, flash-attn, flash-attn-3, xformers, flash-linear-attention",
+            show_default=False,
+        ),
+    ],
     gpu: GpuOption = [],  # noqa: B006
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
@@ -576,26 +585,32 @@ def wheel(
     no_scan: NoScanOption = True,
     python: PythonOption = None,
     target_platform: PlatformOption = None,
-    output_format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    output_format: Annotated[
+        str,
+        typer.Option("--format", "-f", help="text, json or requirements (lines for a requirements file)."),
+    ] = "text",
 ) -> None:
     """For each package, the one command that installs a build fitting the target, and why; when
     none fits, each way out. Installs nothing, needs no network (the release facts)."""
     from attn_doctor.config import project_config
     from attn_doctor.facts.assemble import assemble
     from attn_doctor.planner.registry import PLANNERS
+    from attn_doctor.planner.stack import plan_stack
     from attn_doctor.releases.facts import snapshot
     from attn_doctor.report import wheel_report
     from attn_doctor.report.width import terminal_width
 
-    _require_choice("--format", output_format, ("text", "json"))
+    _require_choice("--format", output_format, ("text", "json", "requirements"))
     unknown = [name for name in packages if name not in PLANNERS]
     if unknown:
         raise InputError(unknown[0], f"no wheel planner for it (planned: {', '.join(PLANNERS)})")
     env, problems = assemble(_target(locals()), project_config(None, project_path))
     facts = snapshot()
-    plans = [PLANNERS[name].plan(env, facts) for name in packages]
+    plans = plan_stack(env, facts, packages)
     if output_format == "json":
         sys.stdout.write(wheel_report.to_json(env.target, plans))
+    elif output_format == "requirements":
+        sys.stdout.write(wheel_report.to_requirements(env.target, plans))
     else:
         sys.stdout.write(wheel_report.to_text(env.target, plans, terminal_width()))
     for problem in problems:

@@ -219,7 +219,8 @@ def test_fix_says_why_each_alternative_was_not_proposed(tmp_path):
     target = requirements(tmp_path, "torch==2.5.1+cu121", "flash-attn==2.6.3", "transformers==4.51.0")
     args = ("fix", "--no-scan", "-r", target, "--gpu", "A100", "--fail-on", "warning")
     text = cli(*args, "-v").stdout
-    assert "pip install 'flash-attn==2.7.0.post2'" in text
+    wheel = "releases/download/v2.7.0.post2/flash_attn-2.7.0.post2+cu12torch2.5cxx11abiFALSE-cp311-cp311"
+    assert f"pip install 'https://github.com/Dao-AILab/flash-attention/{wheel}-linux_x86_64.whl'" in text
     assert (
         "  torch==2.8: triggers flash-attn-no-prebuilt-wheel-for-torch (flash-attn 2.7.0.post2 has no "
         "prebuilt wheel for torch 2.8 with CUDA 12" in text

@@ -60,10 +60,12 @@ def test_xformers_for_torch_2_7_0_cu126_is_0_0_30_from_the_cu126_index(tmp_path:
 
 
 def test_a_package_without_a_planner_is_one_line_and_exit_2(tmp_path: Path):
-    result = cli("wheel", "torch", "--pin", "torch==2.6.0+cu124")
+    from attn_doctor.planner.registry import PLANNERS
+
+    result = cli("wheel", "sageattention", "--pin", "torch==2.6.0+cu124")
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
-        "attn-doctor: error: torch: no wheel planner for it (planned: flash-attn, xformers)"
+        f"attn-doctor: error: sageattention: no wheel planner for it (planned: {', '.join(PLANNERS)})"
     ]
 
 
@@ -80,3 +82,100 @@ def test_wheel_imports_no_torch(tmp_path: Path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "LOADED []" in done.stdout, done.stdout + done.stderr
+
+
+# --- torch, triton, ROCm, the plans together, requirements lines ---------------------------------
+
+CU128 = "https://download.pytorch.org/whl/cu128"
+
+
+def test_torch_on_a_b200_moves_to_a_cuda_12_8_variant_and_the_rest_follows(tmp_path: Path):
+    """torch 2.6.0+cu126 has no Blackwell code: torch 2.7.1 (the first line with cu128, its newest
+    patch) from the cu128 index; flash-attn, xformers and triton are planned on that torch."""
+    code, document = planned(
+        tmp_path, "2.6.0+cu126", "flash-attn", "xformers", "triton", "--python", "3.11", "--gpu", "B200"
+    )
+    plans = {plan["package"]: plan for plan in document["plans"]}
+    assert code == 0 and list(plans) == ["torch", "flash-attn", "xformers", "triton"]
+    assert plans["torch"]["command"] == f"pip install torch==2.7.1 --index-url {CU128}"
+    assert plans["torch"]["why"].endswith("torch 2.6.0 has no such variant")
+    assert "cu12torch2.7cxx11abiTRUE-cp311" in plans["flash-attn"]["url"]
+    assert plans["xformers"]["command"] == f"pip install xformers==0.0.31.post1 --index-url {CU128}"
+    assert plans["triton"]["command"] == "pip install triton==3.3.1"
+
+
+def test_requirements_lines_pin_torch_s_variant_and_take_its_index_as_an_extra(tmp_path: Path):
+    (tmp_path / "r.txt").write_text("torch==2.6.0+cu126\n")
+    args = ("-r", tmp_path / "r.txt", "--python", "3.11", "--gpu", "B200", "--format", "requirements")
+    result = cli("wheel", "flash-attn", "triton", *args)
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0 and lines[0].startswith("# attn-doctor wheel (target: ")
+    assert lines[1:3] == [f"--extra-index-url {CU128}", "torch==2.7.1+cu128"]
+    assert lines[3].startswith(f"flash-attn @ {RELEASES}/v2.8.3.post1/flash_attn-2.8.3.post1+cu12torch2.7")
+    assert lines[4:] == ["triton==3.3.1"]
+
+
+def test_a_plan_with_no_line_is_a_comment_saying_why(tmp_path: Path):
+    (tmp_path / "r.txt").write_text("torch==2.9.1+cu130\n")
+    args = ("-r", tmp_path / "r.txt", "--python", "3.12", "--gpu", "RTX 5090", "--format", "requirements")
+    result = cli("wheel", "flash-attn", *args)
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[1].startswith(
+        "# flash-attn: nothing fits: no flash-attn release has a wheel"
+    )
+
+
+def test_triton_is_torch_s_pin_and_triton_windows_on_windows(tmp_path: Path):
+    code, document = planned(tmp_path, "2.7.1+cu128", "triton", "--python", "3.11")
+    assert code == 0 and document["plans"][0]["command"] == "pip install triton==3.3.1"
+    code, document = planned(tmp_path, "2.7.1+cu128", "triton", "--python", "3.11", "--platform", "windows")
+    assert code == 0 and document["plans"][0]["command"] == 'pip install "triton-windows<3.4"'
+
+
+def test_flash_attn_on_rocm_is_a_build_of_the_ck_or_triton_backend(tmp_path: Path):
+    code, document = planned(tmp_path, "2.5.1+rocm6.2", "flash-attn", "--python", "3.11", "--gpu", "MI300X")
+    (plan,) = document["plans"]
+    assert code == 1 and plan["command"] is None
+    ck, triton = plan["ways_out"]
+    assert ck["commands"] == [
+        "GPU_ARCHS=gfx942 MAX_JOBS=4 pip install flash-attn==2.8.3.post1 --no-build-isolation"
+    ]
+    assert triton["commands"][0].startswith(
+        'FLASH_ATTENTION_TRITON_AMD_ENABLE="TRUE" pip install flash-attn=='
+    )
+
+
+def _env(torch: str, gpu: str, driver: str | None):
+    from attn_doctor.facts.model import Environment, Gpu, Package, torch_build_from_version
+
+    return Environment(
+        packages={"torch": Package("torch", torch, "torch", "test")},
+        torch_build=torch_build_from_version(torch),
+        gpus=[Gpu(gpu, "10.0" if gpu == "B200" else "9.0", driver=driver)],
+        python="3.11",
+        platform="linux",
+    )
+
+
+def test_torch_keeps_a_cuda_the_driver_runs():
+    """Driver 535 runs CUDA 12.x, not 13.0 (NVIDIA's minimum 580.65.06): torch 2.9.1 in its
+    lowest 12.x variant with code for the H100, not its cu130 build."""
+    from attn_doctor.planner.torch import TorchPlanner
+    from attn_doctor.releases.facts import snapshot
+
+    plan = TorchPlanner().plan(_env("2.9.1+cu130", "H100", "535.104.05"), snapshot())
+    assert plan.command == "pip install torch==2.9.1 --index-url https://download.pytorch.org/whl/cu126"
+    assert "run on NVIDIA driver 535.104.05" in plan.why
+
+
+def test_torch_says_upgrade_the_driver_when_only_the_driver_stands_in_the_way():
+    """A B200 needs CUDA 12.8+; driver 520 runs no CUDA 12 (minimum 525.60.13)."""
+    from attn_doctor.planner.torch import TorchPlanner
+    from attn_doctor.releases.facts import snapshot
+
+    plan = TorchPlanner().plan(_env("2.7.1+cu126", "B200", "520.61.05"), snapshot())
+    assert plan.command is None and plan.why.endswith("upgrade the NVIDIA driver")
+    (way,) = plan.ways_out
+    assert way.title.startswith(
+        "upgrade the NVIDIA driver to 525.60.13 or newer, then install torch 2.7.1 (cu128)"
+    )

@@ -158,7 +158,7 @@ def driver_below_cuda_minimum(env: Environment, facts: ReleaseFacts) -> Reason:
             "torch's build is not a known CUDA build",
             missing=MISSING_TORCH_BUILD,
         )
-    drivers = sorted({gpu.driver for gpu in env.gpus if gpu.driver}, key=_driver_key)
+    drivers = sorted({gpu.driver for gpu in env.gpus if gpu.driver}, key=driver_key)
     if not drivers:
         if env.gpu_source == "none":
             return Reason(RELEASE, False, "no NVIDIA GPU, so no NVIDIA driver in use")
@@ -169,7 +169,7 @@ def driver_below_cuda_minimum(env: Environment, facts: ReleaseFacts) -> Reason:
         why = f"no minimum driver known for CUDA {major}.x on {env.platform}"
         return Reason(RELEASE, None, why, missing=MISSING_RELEASE_DATA)
     oldest = drivers[0]
-    holds = _driver_key(oldest) < _driver_key(minimum)
+    holds = driver_key(oldest) < driver_key(minimum)
     relation = "is older than" if holds else "meets"
     text = (
         f"NVIDIA driver {oldest} {relation} the minimum for CUDA {major}.x ({minimum}; "
@@ -178,7 +178,7 @@ def driver_below_cuda_minimum(env: Environment, facts: ReleaseFacts) -> Reason:
     return Reason(RELEASE, holds, text, suggestion=f"an NVIDIA driver >= {minimum}" if holds else None)
 
 
-def _driver_key(version: str) -> tuple[int, ...]:
+def driver_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
 
 

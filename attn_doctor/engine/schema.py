@@ -119,9 +119,15 @@ class Affects:
         return tuple(dict.fromkeys(read))
 
     @property
+    def reads_torch_build(self) -> bool:
+        """Whether torch's build (its CUDA or ROCm, which a torch wheel's variant fixes) decides."""
+        return bool(self.torch_build) or "cuda" in self.versions or "rocm" in self.versions
+
+    @property
     def reads(self) -> tuple[str, ...]:
-        """Every package whose version can change the verdict."""
-        return tuple(dict.fromkeys([*self.packages, *self.release_packages]))
+        """Every package whose version can change the verdict (torch's: its variant, "+cu128")."""
+        torch = ["torch"] if self.reads_torch_build else []
+        return tuple(dict.fromkeys([*self.packages, *self.release_packages, *torch]))
 
 
 @dataclass(frozen=True)

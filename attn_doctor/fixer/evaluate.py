@@ -9,6 +9,8 @@ from dataclasses import replace
 from attn_doctor.engine.matcher import Verdict, match
 from attn_doctor.engine.schema import Rule
 from attn_doctor.facts.model import Environment
+from attn_doctor.planner.pins import broken_pins
+from attn_doctor.releases.facts import ReleaseFacts
 
 IMPLIED = "implied by "  # the origin of a package a requirements target implies (facts/implied.py)
 Versions = Mapping[str, str]  # package (the rules' name) -> version
@@ -18,8 +20,8 @@ _Own = tuple[tuple[str, str], ...]  # the versions one rule reads, sorted
 def with_versions(env: Environment, versions: Versions) -> Environment:
     """``env`` with these installed packages at these versions.
 
-    torch keeps its installed build: a version number does not choose the CUDA variant (``+cu121``),
-    so rules on torch's CUDA build keep their verdict.
+    torch keeps its installed build unless its version names a variant (``2.7.1+cu128``, a
+    candidate the torch planner proposes): a bare version number does not choose one.
     """
     if not versions:
         return env
@@ -28,7 +30,8 @@ def with_versions(env: Environment, versions: Versions) -> Environment:
         for name, version in versions.items()
     }
     source = "fix: " + " ".join(f"{name}=={version}" for name, version in sorted(versions.items()))
-    changed = replace(env.with_packages(overrides, source), torch_build=env.torch_build)
+    moved = env.with_packages(overrides, source)
+    changed = moved if "+" in versions.get("torch", "") else replace(moved, torch_build=env.torch_build)
     implied = [name for name, package in changed.packages.items() if package.origin.startswith(IMPLIED)]
     if not implied:
         return changed
@@ -40,6 +43,19 @@ def with_versions(env: Environment, versions: Versions) -> Environment:
     return complete(replace(changed, packages=stated, origins=dict(changed.origins)), snapshot())
 
 
+def _with_parents(names: Iterable[str], env: Environment) -> frozenset[str]:
+    """``names`` and the packages that imply them, transitively ("implied by torch 2.6.0 ...")."""
+    found, todo = set(names), list(names)
+    while todo:
+        package = env.packages.get(todo.pop())
+        if package is not None and package.origin.startswith(IMPLIED):
+            parent = package.origin.removeprefix(IMPLIED).split(" ", 1)[0]
+            if parent not in found:
+                found.add(parent)
+                todo.append(parent)
+    return frozenset(found)
+
+
 class Evaluator:
     """The ids of ``rules`` that are affected in ``env`` with some versions changed.
 
@@ -48,13 +64,16 @@ class Evaluator:
     environment (those versions) is built once for every rule that reads the same ones.
     """
 
-    def __init__(self, env: Environment, rules: list[Rule]) -> None:
+    def __init__(self, env: Environment, rules: list[Rule], facts: ReleaseFacts) -> None:
         self._env = env
+        self.facts = facts
+        self._consistent: dict[_Own, bool] = {}
         self._memo: dict[tuple[str, _Own], bool] = {}
         self._envs: dict[_Own, Environment] = {}
         self.rules = {rule.id: rule for rule in rules}
-        # Affects.reads is computed on each access: read once here, not once per combination
-        self.reads = {rule.id: frozenset(rule.affects.reads) for rule in rules}
+        # Affects.reads is computed on each access: read once here, not once per combination; a
+        # package a stated one implies (torch's triton) changes with it, so the rule reads both
+        self.reads = {rule.id: _with_parents(rule.affects.reads, env) for rule in rules}
         self._readers: dict[str, frozenset[str]] = {}
         for rule_id, names in self.reads.items():
             for name in names:
@@ -71,6 +90,16 @@ class Evaluator:
         return (self.baseline - touched) | {
             rule_id for rule_id in touched if self.affected(rule_id, versions)
         }
+
+    def consistent(self, versions: Versions) -> bool:
+        """Whether these changes keep every exact pin between the packages (planner.pins): torch
+        2.6.0 beside triton 3.3.0 is no plan, whatever the rules say."""
+        own = tuple(sorted(versions.items()))
+        verdict = self._consistent.get(own)
+        if verdict is None:
+            what_if = with_versions(self._env, versions)
+            verdict = self._consistent[own] = not broken_pins(what_if, self.facts, versions)
+        return verdict
 
     def costly(self, rule_id: str) -> bool:
         """Whether the rule reads the release facts (wheel matrices, requirements): slow to match."""

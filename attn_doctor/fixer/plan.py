@@ -26,12 +26,17 @@ from attn_doctor.engine.loader import RuleSet, database_path, load_rules
 from attn_doctor.engine.matcher import RELEASE, Finding, Verdict, match
 from attn_doctor.engine.schema import Rule
 from attn_doctor.facts.assemble import EnvironmentInputs, assemble
-from attn_doctor.facts.model import Environment
+from attn_doctor.facts.model import Environment, torch_build_from_version
 from attn_doctor.fixer.candidates import Candidate, candidates, named_versions, suggested_versions
-from attn_doctor.fixer.evaluate import Evaluator, with_versions
+from attn_doctor.fixer.evaluate import IMPLIED, Evaluator, with_versions
 from attn_doctor.fixer.live import QUIET, SearchProgress
 from attn_doctor.fixer.search import Outcome, bound, search
+from attn_doctor.planner.pins import broken_pins, pinned_alongside
+from attn_doctor.planner.stack import install_commands, torch_move
+from attn_doctor.releases.facts import ReleaseFacts, snapshot
 
+# torch's build: a torch wheel of another variant changes it (the torch planner's candidate)
+_BUILD_CONDITIONS = ("cuda", "rocm", "torch_build")
 # conditions no pip command changes, as the report names them
 _NOT_PIP = {
     "compute_capability": "the GPU",
@@ -81,6 +86,7 @@ class FixPlan:
     before: CheckResult
     after: CheckResult  # `check` again, with the changes applied
     changes: list[Change]
+    commands: list[str]  # the pip commands that make the changes (planner.stack.install_commands)
     stays: list[Stay]
     unknown: list[Finding]  # would fail if affected, but a fact is missing: not considered
     searched: list[str]  # the packages the search could change
@@ -126,26 +132,39 @@ def plan_fix(
     live = [f.rule for f in before.findings if f.rule.id in scope and _can_fail(f, changeable)]
     targets = [f.rule for f in before.failing()]
     searched = _connected(targets, live, changeable)
-    options = {}
-    for name in searched:
-        suggested = suggested_versions(name, before.findings)
-        options[name] = candidates(
+    facts = snapshot()
+    # proposed by the release facts, beside the versions the rules name: torch in the variant
+    # that runs on the target, then what each candidate pins of the others (torch's triton)
+    suggested = {name: suggested_versions(name, before.findings) for name in searched}
+    suggested["torch"] = {**suggested.get("torch", {}), **_torch_build(env, facts, searched)}
+    named = {name: {**named_versions(name, ruleset.rules), **suggested[name]} for name in searched}
+    for name, pins in pinned_alongside(env, facts, {n: named[n].values() for n in searched}).items():
+        if name in changeable and not env.packages[name].origin.startswith(IMPLIED):  # implied ones follow
+            suggested[name] = {**suggested.get(name, {}), **pins}
+            named[name] = {**named.get(name, named_versions(name, ruleset.rules)), **pins}
+    searched = sorted(named)
+    options = {
+        name: candidates(
             name,
             changeable[name],
-            {**named_versions(name, ruleset.rules), **suggested},
+            named[name],
             [rule.affects.packages[name] for rule in live if name in rule.affects.packages],
-            distinct=suggested,
+            distinct=suggested[name],
         )
-    evaluator = Evaluator(env, live)
+        for name in searched
+    }
+    evaluator = Evaluator(env, live, facts)
     progress.searching(searched, len(targets), len(evaluator.baseline))
     result = search(evaluator, options, progress.tried)
     progress.checking()
     after = run_check(with_versions(env, result.best.versions), ruleset, config, before.fail_on)
     cleared = {f.rule.id for f in before.failing()} - {f.rule.id for f in after.failing()}
+    changes = [_change(c, result.best, evaluator, cleared, before) for c in result.best.changes]
     return FixPlan(
         before=before,
         after=after,
-        changes=[_change(c, result.best, evaluator, cleared, before) for c in result.best.changes],
+        changes=changes,
+        commands=install_commands(env, facts, {c.package: (c.distribution, c.proposed) for c in changes}),
         stays=[
             _stay(f, changeable, options, evaluator, result.best, result.bounded) for f in after.failing()
         ],
@@ -170,7 +189,10 @@ def _rejected(
                 continue
             versions = {**best.versions, package: candidate.version}
             broken = sorted(evaluator.failing(versions) - best.failing)
-            if broken:
+            if not evaluator.consistent(versions):
+                pins = broken_pins(with_versions(env, versions), evaluator.facts, versions)
+                why = f"breaks a pin ({'; '.join(pins)})"
+            elif broken:
                 what = with_versions(env, versions)
                 reasons = [_holding_reason(evaluator.rules[rule_id], what) for rule_id in broken]
                 why = "; ".join(f"triggers {rule_id} ({reason})" for rule_id, reason in zip(broken, reasons))
@@ -185,6 +207,16 @@ def _holding_reason(rule: Rule, env: Environment) -> str:
     reasons = [r for r in match(rule, env).reasons if r.holds]
     release = [r.text for r in reasons if r.condition == RELEASE]
     return (release or [r.text for r in reasons] or [rule.title])[0]
+
+
+def _torch_build(env: Environment, facts: ReleaseFacts, searched: list[str]) -> dict[Version, str]:
+    """torch in the variant the torch planner says runs on the target ("2.7.1+cu128"), when the
+    installed build does not: the one candidate that changes torch's build."""
+    moved = torch_move(env, facts) if "torch" in searched else None
+    if moved is None:
+        return {}
+    version = f"{moved.release}+{moved.variant.name}"
+    return {Version(version): version}
 
 
 def _changeable(result: CheckResult) -> dict[str, Version]:
@@ -210,10 +242,12 @@ def _can_fail(finding: Finding, changeable: dict[str, Version]) -> bool:
     does not hold now is the version of a package that can change."""
     affects = finding.rule.affects
     by_release = any(name in changeable for name in affects.release_packages)
+    by_build = "torch" in changeable and affects.reads_torch_build
     return all(
         r.holds
         or (r.condition in affects.packages and r.condition in changeable)
         or (r.condition == RELEASE and by_release)
+        or (r.condition in _BUILD_CONDITIONS and by_build)
         for r in finding.reasons
     )
 
@@ -222,7 +256,8 @@ def _pinnable(rule: Rule, changeable: dict[str, Version]) -> list[str]:
     """The rule's packages whose version decides it (``""`` means every version is affected; the
     release facts decide per version)."""
     decided = {name for name, spec in rule.affects.packages.items() if str(spec)}
-    return sorted(name for name in decided | set(rule.affects.release_packages) if name in changeable)
+    build = {"torch"} if rule.affects.reads_torch_build else set()
+    return sorted(name for name in decided | build | set(rule.affects.release_packages) if name in changeable)
 
 
 def _connected(targets: list[Rule], live: list[Rule], changeable: dict[str, Version]) -> list[str]:
@@ -254,24 +289,23 @@ def _change(
         downgrade=candidate.downgrade,
         clears=tuple(clears),
         keeps_clear=tuple(sorted(evaluator.failing(without) - evaluator.baseline)),
-        build=_build(before) if candidate.package == "torch" else None,
+        build=_build(before, candidate.version) if candidate.package == "torch" else None,
     )
 
 
-def _build(result: CheckResult) -> str | None:
-    """A torch change keeps the installed build (evaluate.with_versions): the report says which."""
-    build = result.environment.torch_build
+def _build(result: CheckResult, version: str) -> str | None:
+    """The build a torch change was checked with: the variant its version names ("+cu128"), else
+    the installed one (evaluate.with_versions)."""
+    build = torch_build_from_version(version) if "+" in version else result.environment.torch_build
     if build is None or not (build.cuda or build.hip):
         return None
     return f"CUDA {build.cuda}" if build.cuda else f"ROCm {build.hip}"
 
 
 def _clears(evaluator: Evaluator, rule_id: str, package: str, version: str) -> bool:
-    """This version alone takes the rule out: out of its range, or (release facts) no longer affected."""
-    rule = evaluator.rules[rule_id]
-    if package in rule.affects.release_packages:
-        return rule_id not in evaluator.failing({package: version})
-    return _outside(rule, package, version)
+    """This version alone takes the rule out (out of its range, another build, what the release
+    facts say of it, or of the packages it implies)."""
+    return rule_id not in evaluator.failing({package: version})
 
 
 def _outside(rule: Rule, package: str, version: str) -> bool:

@@ -45,6 +45,8 @@ class Rules(Protocol):
 
     def costly(self, rule_id: str) -> bool: ...
 
+    def consistent(self, versions: Versions) -> bool: ...
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -168,6 +170,8 @@ class _Search:
             if depth + 1 < size:
                 self._descend(branch, depth + 1, picked, now, failing - branch.fixed)
                 continue
+            if not evaluator.consistent(now):
+                continue  # breaks a pin between two packages (torch's triton): never proposed
             if self.evaluated == MAX_ASSIGNMENTS:
                 raise _Capped
             self.evaluated += 1

@@ -10,8 +10,9 @@ from attn_doctor.facts.model import Environment
 from attn_doctor.planner.interface import Plan, WayOut
 from attn_doctor.planner.target import TORCH_INDEX, WheelTarget, cxx11_abi, wheel_target
 from attn_doctor.releases.facts import ReleaseFacts, Wheel
-from attn_doctor.releases.wheel_names import flash_attn_wheel
+from attn_doctor.releases.wheel_names import WheelFile, flash_attn_wheel
 
+PACKAGE = "flash-attn"
 PLATFORM = "linux_x86_64"  # the only platform flash-attn's releases have wheels for
 # flash-attn's README: "If your machine has less than 96GB of RAM and lots of CPU cores, ninja
 # might run too many parallel compilation jobs that could exhaust the amount of RAM" (MAX_JOBS=4);
@@ -22,37 +23,71 @@ SOURCE_BUILD_WHY = (
     "with ninja, 3-5 minutes on 64 cores (flash-attn's README), far longer on a few; MAX_JOBS=4 keeps "
     "it under 96 GB of RAM"
 )
+# ROCm: no prebuilt wheels; README v2.8.3 "AMD ROCm Support": the composable_kernel backend (the
+# default) for MI200/MI300 (setup.py's allowed_archs: gfx90a, gfx942, gfx950), the Triton backend
+# for CDNA and RDNA, built with FLASH_ATTENTION_TRITON_AMD_ENABLE="TRUE"; ROCm 6.0 and above
+CK_ARCHS = ("gfx90a", "gfx942", "gfx950")
+ROCM_CK_BUILD = "GPU_ARCHS={gfx} MAX_JOBS=4 pip install flash-attn=={version} --no-build-isolation"
+ROCM_TRITON_BUILD = (
+    'FLASH_ATTENTION_TRITON_AMD_ENABLE="TRUE" pip install flash-attn=={version} --no-build-isolation'
+)
 
 
 class FlashAttnPlanner:
-    package = "flash-attn"
+    package = PACKAGE
 
-    def plan(self, env: Environment, facts: ReleaseFacts) -> Plan:
+    def plan(self, env: Environment, facts: ReleaseFacts, version: str | None = None) -> Plan:
+        newest = version or facts.flash_attn_versions()[-1]
+        if env.torch_build is not None and env.torch_build.hip:
+            return _rocm(env, newest)
         target = wheel_target(env)
         if isinstance(target, str):
-            return Plan(self.package, None, target)
-        newest = facts.flash_attn_versions()[-1]
+            return Plan(PACKAGE, version, None, target)
         if target.platform != PLATFORM:
             why = f"flash-attn publishes wheels for {PLATFORM} only, not {target.platform}"
-            return Plan(self.package, None, why, ways_out=(_source_build(newest),))
+            return Plan(PACKAGE, version, None, why, ways_out=(_source_build(newest),))
         gpus = [gpu.compute_capability for gpu in env.gpus if gpu.compute_capability]
-        for version in reversed(facts.flash_attn_versions()):
-            for wheel in facts.flash_attn_wheels(version) or []:
-                if _fits(wheel, target) and _covers_all(wheel, gpus):
-                    asset = flash_attn_wheel(
-                        version, target.torch_minor, target.cuda, target.python, target.cxx11_abi
-                    )
-                    if asset is None:
-                        continue
-                    code = f", with code for {', '.join(wheel.archs)}" if wheel.archs else ""
-                    why = f"flash-attn {version} is the newest release with a wheel for {target}{code}"
-                    return Plan(self.package, asset.pip_command(), why, url=asset.url)
-        why = f"no flash-attn release has a wheel for {target}"
+        for candidate in [version] if version else reversed(facts.flash_attn_versions()):
+            found = _wheel(candidate, target, gpus, facts)
+            if found is not None:
+                wheel, asset = found
+                code = f", with code for {', '.join(wheel.archs)}" if wheel.archs else ""
+                which = "has" if version else "is the newest release with"
+                why = f"flash-attn {candidate} {which} a wheel for {target}{code}"
+                return _plan(candidate, asset, why)
+        who = f"flash-attn {version} has no" if version else "no flash-attn release has a"
+        why = f"{who} wheel for {target}"
         if gpus:
             why += f" with code for {', '.join('sm_' + g.replace('.', '') for g in gpus)}"
-        return Plan(
-            self.package, None, why, ways_out=(*_other_torch(target, gpus, facts), _source_build(newest))
-        )
+        ways = (*_other_torch(target, gpus, facts, version), _source_build(newest))
+        return Plan(PACKAGE, version, None, why, ways_out=ways)
+
+
+def wheel_plan(version: str, torch: str, cuda: str, python: str) -> Plan | None:
+    """The wheel of ``version`` for torch ``torch`` built with ``cuda`` on ``python`` (Linux
+    x86_64, torch's own ABI): what ``fix`` installs when it moves torch too."""
+    minor = ".".join(torch.split(".")[:2])
+    asset = flash_attn_wheel(version, minor, cuda, python, cxx11_abi(torch))
+    return None if asset is None else _plan(version, asset, f"flash-attn {version}'s wheel for torch {minor}")
+
+
+def _plan(version: str, asset: WheelFile, why: str) -> Plan:
+    return Plan(
+        PACKAGE, version, asset.pip_command(), why, url=asset.url, requirement=f"flash-attn @ {asset.url}"
+    )
+
+
+def _wheel(
+    version: str, target: WheelTarget, gpus: list[str], facts: ReleaseFacts
+) -> tuple[Wheel, WheelFile] | None:
+    """The release's wheel (from its build matrix) and asset (by its setup.py's name) for the target."""
+    for wheel in facts.flash_attn_wheels(version) or []:
+        if _fits(wheel, target) and _covers_all(wheel, gpus):
+            minor, python = target.torch_minor, target.python
+            asset = flash_attn_wheel(version, minor, target.cuda, python, target.cxx11_abi)
+            if asset is not None:
+                return wheel, asset
+    return None
 
 
 def _fits(wheel: Wheel, target: WheelTarget) -> bool:
@@ -66,20 +101,22 @@ def _fits(wheel: Wheel, target: WheelTarget) -> bool:
     )
 
 
-def _other_torch(target: WheelTarget, gpus: list[str], facts: ReleaseFacts) -> list[WayOut]:
+def _other_torch(
+    target: WheelTarget, gpus: list[str], facts: ReleaseFacts, version: str | None
+) -> list[WayOut]:
     """The newest torch (one of its CUDA variants with code for the GPUs) that the newest
-    flash-attn release with any wheel for this Python has a wheel for."""
-    for version in reversed(facts.flash_attn_versions()):
+    flash-attn release (or ``version``) with any wheel for this Python has a wheel for."""
+    for release in [version] if version else reversed(facts.flash_attn_versions()):
         minors = sorted(
             {
                 Version(w.torch).base_version.rsplit(".", 1)[0]
-                for w in facts.flash_attn_wheels(version) or []
+                for w in facts.flash_attn_wheels(release) or []
                 if w.python == target.python and not Version(w.torch).is_prerelease and _covers_all(w, gpus)
             },
             key=Version,
         )
         for minor in reversed(minors):
-            way = _torch_way(version, minor, target, gpus, facts)
+            way = _torch_way(release, minor, target, gpus, facts)
             if way is not None:
                 return [way]
     return []
@@ -98,20 +135,15 @@ def _torch_way(
             if not all(covers(variant.archs, gpu) for gpu in gpus):
                 continue
             cuda = f"{variant.name[2:-1]}.{variant.name[-1]}"
-            abi = cxx11_abi(torch)
-            wheels = [
-                w
-                for w in facts.flash_attn_wheels(version) or []
-                if _fits(w, WheelTarget(torch, minor, cuda, target.python, abi, PLATFORM))
-            ]
-            asset = flash_attn_wheel(version, minor, cuda, target.python, abi) if wheels else None
-            if asset is None:
+            other = WheelTarget(torch, minor, cuda, target.python, cxx11_abi(torch), PLATFORM)
+            found = _wheel(version, other, [], facts)
+            if found is None:
                 continue
             return WayOut(
                 title=f"torch {torch} ({variant.name}), which flash-attn {version} has a wheel for",
                 commands=(
                     f"pip install torch=={torch} --index-url {TORCH_INDEX.format(variant=variant.name)}",
-                    asset.pip_command(),
+                    found[1].pip_command(),
                 ),
                 why=f"its {variant.name} wheels carry {', '.join(variant.archs)}",
             )
@@ -124,3 +156,29 @@ def _source_build(version: str) -> WayOut:
         commands=(SOURCE_BUILD.format(version=version),),
         why=SOURCE_BUILD_WHY,
     )
+
+
+def _rocm(env: Environment, version: str) -> Plan:
+    """ROCm: no prebuilt wheel; the CK backend for the GPUs it supports, else the Triton backend."""
+    gfx = sorted({gpu.gfx for gpu in env.gpus if gpu.gfx})
+    ck = [g for g in gfx if g in CK_ARCHS]
+    ways = []
+    if ck and len(ck) == len(gfx):
+        ways.append(
+            WayOut(
+                title=f"build flash-attn {version}'s composable_kernel backend for {', '.join(ck)}",
+                commands=(ROCM_CK_BUILD.format(gfx=";".join(ck), version=version),),
+                why="CK is the default ROCm backend (MI200, MI300: gfx90a, gfx942, gfx950; ROCm 6.0+)",
+            )
+        )
+    ways.append(
+        WayOut(
+            title=f"build flash-attn {version}'s Triton backend",
+            commands=(ROCM_TRITON_BUILD.format(version=version),),
+            why="the Triton backend runs on CDNA (MI200, MI300) and RDNA GPUs; it needs the env var at run "
+            "time too (flash-attn's README, AMD ROCm Support)",
+        )
+    )
+    unknown = "" if gfx else " (the GPU's gfx target is not known: --gpu MI300X)"
+    why = f"flash-attn publishes no ROCm wheels: it builds on the target{unknown}"
+    return Plan(PACKAGE, version, None, why, ways_out=tuple(ways))

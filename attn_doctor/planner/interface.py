@@ -21,13 +21,20 @@ class WayOut:
 @dataclass(frozen=True)
 class Plan:
     package: str
+    version: str | None  # the release the command installs
     command: str | None  # the one command that fits; None when none does
     why: str  # why that command, or why nothing fits
     url: str | None = None  # a wheel's direct URL where it is not on the registry
+    # the line for a requirements file: "flash-attn @ URL", "torch==2.7.1+cu128"
+    requirement: str | None = None
+    index: str | None = None  # the package index it comes from, when not PyPI
     ways_out: tuple[WayOut, ...] = field(default_factory=tuple)
 
 
 class Planner(Protocol):
-    package: str
+    package: str  # the distribution's name, as `attn-doctor wheel` takes it
 
-    def plan(self, env: Environment, facts: ReleaseFacts) -> Plan: ...
+    def plan(self, env: Environment, facts: ReleaseFacts, version: str | None = None) -> Plan:
+        """The command that fits ``env``: of release ``version`` when given (``fix`` chose it),
+        else of the release the planner finds best."""
+        ...

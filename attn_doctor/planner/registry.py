@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from attn_doctor.planner.flash_attn import FlashAttnPlanner
 from attn_doctor.planner.interface import Planner
+from attn_doctor.planner.torch import TorchPlanner
+from attn_doctor.planner.triton import TritonPlanner
 from attn_doctor.planner.xformers import XformersPlanner
 
 PLANNERS: dict[str, Planner] = {
-    planner.package: planner for planner in (FlashAttnPlanner(), XformersPlanner())
+    planner.package: planner
+    for planner in (TorchPlanner(), TritonPlanner(), FlashAttnPlanner(), XformersPlanner())
 }

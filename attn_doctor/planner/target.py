@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from attn_doctor.facts.model import Environment
 
@@ -43,6 +43,26 @@ class WheelTarget:
 def cxx11_abi(torch: str) -> bool:
     """Whether torch ``torch``'s Linux wheels use the C++11 ABI (see FIRST_CXX11_ABI_TORCH)."""
     return Version(torch) >= FIRST_CXX11_ABI_TORCH
+
+
+def torch_release(env: Environment) -> str | None:
+    """The target's torch as a public release ("2.6.0" for 2.6.0+cu124), or None when unknown."""
+    torch = env.packages.get("torch")
+    if torch is None or torch.version is None:
+        return None
+    try:
+        return Version(torch.version).public
+    except InvalidVersion:
+        return None
+
+
+def torch_install(torch: str, env: Environment) -> str:
+    """``pip install torch==X`` from the index of the target's CUDA variant when it is known."""
+    build = env.torch_build
+    if build is None or build.cuda is None:
+        return f"pip install torch=={torch}"
+    variant = "cu" + "".join(build.cuda.split(".")[:2])
+    return f"pip install torch=={torch} --index-url {TORCH_INDEX.format(variant=variant)}"
 
 
 def wheel_target(env: Environment) -> WheelTarget | str:

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from attn_doctor import __version__
+from attn_doctor.engine.matcher import Verdict
+from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.errors import InputError
 from attn_doctor.fixer.plan import Change, FixPlan
 from attn_doctor.report.width import fit
@@ -18,9 +20,8 @@ FIX_SCHEMA_VERSION = 1
 
 
 def pip_command(plan: FixPlan) -> str | None:
-    if not plan.changes:
-        return None
-    return "pip install " + " ".join(f"'{change.requirement}'" for change in plan.changes)
+    """The plan's commands as one shell line (torch's index and PyPI take one command each)."""
+    return " && ".join(plan.commands) or None
 
 
 def render(
@@ -43,16 +44,16 @@ def to_text(
     failing = len(before.failing())
     lines = [f"attn-doctor fix (target: {before.environment.target})"]
     if not failing:
-        lines.append(f"Nothing to fix: no finding at or above --fail-on {fail_on}.")
+        lines.append(f"Nothing to fix: no finding at or above --fail-on {fail_on}{_below(plan)}.")
     else:
         left = len(plan.after.failing())
         lines.append(
             f"{failing} finding{'s' * (failing != 1)} at or above --fail-on {fail_on}; "
             f"checked again with the versions below: {left} left."
         )
-    command = pip_command(plan)
-    if command:
-        lines += ["", f"  {command}", ""]
+    commands = [f"  {command}" for command in plan.commands]
+    if commands:
+        lines += ["", *commands, ""]
         for change in plan.changes:
             lines += _change_lines(change)
     if plan.stays:
@@ -78,9 +79,20 @@ def to_text(
         lines += [f"  {r.package}=={r.version}: {r.reason}" for r in plan.rejected]
     if constraints_file is not None:
         lines.append(f"Constraints written to {constraints_file}.")
-    shell = f"  {command}" if command else None  # pasted as one command: backslash line ends
-    fitted = [part for line in lines for part in fit(line, width, shell=line == shell)]
+    # each command is pasted whole: backslash line ends
+    fitted = [part for line in lines for part in fit(line, width, shell=line in commands)]
     return "\n".join(fitted) + "\n"
+
+
+def _below(plan: FixPlan) -> str:
+    """The affected findings under --fail-on, and how to plan them: a warning is still a fix."""
+    failing = {f.rule.id for f in plan.before.failing()}
+    below = [f for f in plan.before.findings if f.verdict is Verdict.AFFECTED and f.rule.id not in failing]
+    if not below:
+        return ""
+    lowest = max((f.rule.severity for f in below), key=SEVERITIES.index)
+    count = f"{len(below)} finding{'s' * (len(below) != 1)}"
+    return f" ({count} below it: --fail-on {lowest} plans {'them' if len(below) > 1 else 'it'})"
 
 
 def _change_lines(change: Change) -> list[str]:
@@ -91,7 +103,7 @@ def _change_lines(change: Change) -> list[str]:
     if change.keeps_clear:
         lines.append(f"    needed with the other changes: keeps {', '.join(change.keeps_clear)} clear")
     if change.build:
-        lines.append(f"    checked as the installed {change.build} build: install that variant")
+        lines.append(f"    checked as the {change.build} build: the command installs that variant")
     return lines
 
 
@@ -106,6 +118,7 @@ def to_json(plan: FixPlan, constraints_file: Path | None = None) -> str:
         "failing_after": [f.rule.id for f in plan.after.failing()],
         "changes": [_change_dict(change) for change in plan.changes],
         "pip_command": pip_command(plan),
+        "pip_commands": plan.commands,
         "constraints": [change.requirement for change in plan.changes],
         "constraints_file": None if constraints_file is None else str(constraints_file),
         "stays": [

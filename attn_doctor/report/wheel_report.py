@@ -1,4 +1,5 @@
-"""`attn-doctor wheel` as text (fitted to the terminal) or JSON (schemas/wheel.schema.json)."""
+"""`attn-doctor wheel` as text (fitted to the terminal), JSON (schemas/wheel.schema.json) or lines
+for a requirements file."""
 
 from __future__ import annotations
 
@@ -30,6 +31,23 @@ def to_text(target: str, plans: list[Plan], width: int | None) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def to_requirements(target: str, plans: list[Plan]) -> str:
+    """What pip installs from a requirements file: each plan's line; torch's index as an extra
+    index (a requirements file's --index-url would hide PyPI from every other line), its packages
+    pinned to versions that index holds; a plan with no line is a comment saying why."""
+    lines = [f"# attn-doctor wheel (target: {target})"]
+    indexes = sorted({plan.index for plan in plans if plan.index and plan.requirement})
+    lines += [f"--extra-index-url {index}" for index in indexes]
+    for plan in plans:
+        if plan.requirement:
+            lines.append(plan.requirement)
+        elif plan.command:
+            lines.append(f"# {plan.package}: not a requirement line; run: {plan.command}")
+        else:
+            lines.append(f"# {plan.package}: nothing fits: {plan.why}")
+    return "\n".join(lines) + "\n"
+
+
 def to_json(target: str, plans: list[Plan]) -> str:
     document: dict[str, Any] = {
         "schema": SCHEMA_ID,
@@ -41,7 +59,10 @@ def to_json(target: str, plans: list[Plan]) -> str:
                 "package": plan.package,
                 "command": plan.command,
                 "why": plan.why,
+                "version": plan.version,
                 "url": plan.url,
+                "requirement": plan.requirement,
+                "index": plan.index,
                 "ways_out": [
                     {"title": way.title, "commands": list(way.commands), "why": way.why}
                     for way in plan.ways_out

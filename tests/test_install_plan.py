@@ -106,3 +106,60 @@ def exact_pins_of_torch(version: str) -> str | None:
     env = Environment(packages={"triton": Package("triton", "0", "triton", "test")}, platform="linux")
     env.machine = "x86_64"
     return exact_pins(env, snapshot(), "torch", version).get("triton")
+
+
+def test_every_planned_package_has_a_planner_and_each_rule_plan_names_one():
+    from attn_doctor.engine.loader import database_path, load_rules
+    from attn_doctor.planner.interface import PLANNED
+    from attn_doctor.planner.registry import PLANNERS
+
+    assert tuple(PLANNERS) == PLANNED
+    planned = {rule.id: rule.fix_plan for rule in load_rules([database_path()]).rules if rule.fix_plan}
+    assert set(planned.values()) <= set(PLANNED)
+    assert planned["flash-attn-no-prebuilt-wheel-for-torch"] == "flash-attn"
+    assert planned["gpu-blackwell-needs-cuda-12-8"] == "torch"
+
+
+def test_check_names_the_wheel_no_line_above(tmp_path: Path):
+    """torch 2.9.1+cu130 with flash-attn 2.8.3 on an RTX 5090 (issue 27's example): the finding's
+    fix names each way out complete, the same plan `wheel flash-attn` prints."""
+    (tmp_path / "r.txt").write_text("torch==2.9.1+cu130\nflash-attn==2.8.3\n")
+    target = ("-r", tmp_path / "r.txt", "--python", "3.12", "--gpu", "RTX 5090")
+    report = json.loads(cli("check", *target, "--format", "json").stdout)
+    (finding,) = [f for f in report["findings"] if f["id"] == "flash-attn-no-prebuilt-wheel-for-torch"]
+    (plan,) = finding["fix"]["install"]
+    wheel = json.loads(cli("wheel", "flash-attn", *target, "--format", "json").stdout)
+    assert plan == wheel["plans"][0] and plan["command"] is None
+    assert [way["commands"][0].split(" --")[0] for way in plan["ways_out"]] == [
+        "pip install torch==2.8.0",
+        "pip install ninja && MAX_JOBS=4 pip install flash-attn==2.8.3.post1",
+    ]
+    text = cli("check", *target).stdout
+    assert "    install: no flash-attn command fits: no flash-attn release has a wheel for torch 2.9" in text
+    assert "        pip install torch==2.8.0 --index-url https://download.pytorch.org/whl/cu129" in text
+
+
+UNDEFINED_SYMBOL = """\
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/site-packages/flash_attn/flash_attn_interface.py", line 10, in <module>
+    import flash_attn_2_cuda as flash_attn_cuda
+ImportError: /usr/local/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: \
+undefined symbol: _ZN3c105ErrorC2ENS_14SourceLocationESs
+"""
+
+
+def test_explain_names_the_wheel_for_an_undefined_symbol(tmp_path: Path):
+    """The log proves Python 3.10 and Linux; with the torch the user names, the fix line is the
+    wheel's URL; without it, the plan says which fact is missing rather than guess."""
+    log = tmp_path / "log.txt"
+    log.write_text(UNDEFINED_SYMBOL)
+    explained = json.loads(cli("explain", log, "--format", "json").stdout)
+    first = explained["causes"][0]
+    assert first["id"] == "flash-attn-binary-cxx11-abi-mismatch"
+    assert first["fix"]["install"][0]["why"].startswith("torch's version is not known")
+    given = json.loads(
+        cli("explain", log, "--pin", "torch==2.7.1+cu126", "--gpu", "H100", "--format", "json").stdout
+    )
+    (plan,) = given["causes"][0]["fix"]["install"]
+    name = "flash_attn-2.8.3.post1+cu12torch2.7cxx11abiTRUE-cp310-cp310-linux_x86_64.whl"
+    assert plan["command"] == f"pip install '{RELEASES}/v2.8.3.post1/{name}'"

@@ -17,6 +17,7 @@ from packaging.version import Version
 from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.facts.features import FEATURES
 from attn_doctor.facts.names import rule_name
+from attn_doctor.planner.interface import PLANNED
 
 COMPONENTS = (
     "torch",
@@ -82,7 +83,7 @@ _AFFECTS_KEYS = {
 }
 TORCH_BUILDS = ("cpu", "cuda", "rocm")
 _GFX = re.compile(r"^(gfx[0-9a-f]{3,5}|any)$")  # "any": every AMD GPU
-_FIX_KEYS = {"summary", "pins"}
+_FIX_KEYS = {"summary", "pins", "plan"}
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,8 @@ class Rule:
     fix_summary: str
     fix_pins: tuple[str, ...]
     references: tuple[str, ...]
+    # the package whose install plan (planner/) is the concrete fix: the report prints its command
+    fix_plan: str | None = None
     symptoms: tuple[str, ...] = ()
     # message catalogue ids (releases/messages.py): every release's wording of them is a symptom
     messages: tuple[str, ...] = ()
@@ -200,6 +203,7 @@ def parse_rule(
         problems.add("repro", "must be a repro id (lower-case letters, digits and dashes)")
     affects = _affects(data.get("affects"), problems)
     fix_summary, fix_pins = _fix(data.get("fix"), problems)
+    fix_plan = _fix_plan(data.get("fix"), problems)
 
     if problems.lines:
         return problems.lines
@@ -213,6 +217,7 @@ def parse_rule(
         affects=affects,
         fix_summary=_prose(fix_summary),
         fix_pins=fix_pins,
+        fix_plan=fix_plan,
         references=references,
         symptoms=symptoms,
         messages=messages,
@@ -477,6 +482,14 @@ def _members(value: Any, where: str, allowed: tuple[str, ...], problems: _Proble
         if item not in allowed:
             problems.add(where, f"{item!r} is not one of {', '.join(allowed)}")
     return tuple(items)
+
+
+def _fix_plan(value: Any, problems: _Problems) -> str | None:
+    plan = value.get("plan") if isinstance(value, dict) else None
+    if plan is not None and plan not in PLANNED:
+        problems.add("fix.plan", f"{plan!r} is not one of {', '.join(PLANNED)}")
+        return None
+    return plan
 
 
 def _fix(value: Any, problems: _Problems) -> tuple[str, tuple[str, ...]]:

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from attn_doctor.facts.model import Environment, marker_environment
 from attn_doctor.facts.names import rule_name
 from attn_doctor.planner.interface import Plan, WayOut
+from attn_doctor.planner.target import release_of
 from attn_doctor.releases.facts import ReleaseFacts
 
 PACKAGE = "flash-linear-attention"
@@ -41,7 +42,7 @@ class FlaPlanner:
     package = PACKAGE
 
     def plan(self, env: Environment, facts: ReleaseFacts, version: str | None = None) -> Plan:
-        torch = _version(env, "torch")
+        torch = release_of(env, "torch")
         if torch is None:
             return Plan(
                 PACKAGE, version, None, "torch's version is not known: give it (--pin torch==2.7.1, -r)"
@@ -54,7 +55,9 @@ class FlaPlanner:
         if not releases:
             return Plan(PACKAGE, version, None, f"the release facts know no {PACKAGE} release")
         stack = f"Python {env.python}, torch {torch}" + "".join(
-            f", {name} {_version(env, name)}" for name in ("triton", "transformers") if _version(env, name)
+            f", {name} {release_of(env, name)}"
+            for name in ("triton", "transformers")
+            if release_of(env, name)
         )
         if version is not None:
             return _asked(env, facts, version, releases, stack)
@@ -162,7 +165,7 @@ def _judge(env: Environment, facts: ReleaseFacts, version: str) -> _Verdict:
         name = rule_name(requirement.name)
         if name in (rule_name(PACKAGE), rule_name(CORE)) or not requirement.specifier:
             continue
-        have = _version(env, name)
+        have = release_of(env, name)
         if have is not None and not requirement.specifier.contains(have, prereleases=True):
             misses.append(f"{name} {requirement.specifier} ({source}; the target has {have})")
             specs.append(f"{requirement.name}{requirement.specifier}")
@@ -182,14 +185,3 @@ def _backend_extra(env: Environment) -> str:
     if build is None or build.cuda:
         return BACKEND_EXTRA["cuda"]
     return BACKEND_EXTRA["hip"] if build.hip else BACKEND_EXTRA["cpu"]
-
-
-def _version(env: Environment, name: str) -> str | None:
-    """The target's public version of ``name`` ("2.6.0" for torch 2.6.0+cu124), None when unknown."""
-    package = env.packages.get(rule_name(name))
-    if package is None or package.version is None:
-        return None
-    try:
-        return Version(package.version).public
-    except InvalidVersion:
-        return None

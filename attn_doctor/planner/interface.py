@@ -8,6 +8,10 @@ from typing import Protocol
 from attn_doctor.facts.model import Environment
 from attn_doctor.releases.facts import ReleaseFacts
 
+# the packages a planner answers for (planner/registry.py registers one each); a rule's
+# `[fix] plan` names one of them
+PLANNED = ("torch", "triton", "flash-attn", "flash-attn-3", "xformers", "flash-linear-attention")
+
 
 @dataclass(frozen=True)
 class WayOut:

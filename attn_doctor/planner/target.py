@@ -45,15 +45,20 @@ def cxx11_abi(torch: str) -> bool:
     return Version(torch) >= FIRST_CXX11_ABI_TORCH
 
 
-def torch_release(env: Environment) -> str | None:
-    """The target's torch as a public release ("2.6.0" for 2.6.0+cu124), or None when unknown."""
-    torch = env.packages.get("torch")
-    if torch is None or torch.version is None:
+def release_of(env: Environment, name: str) -> str | None:
+    """The target's ``name`` (the rules' name) as a public release ("2.6.0" for torch
+    2.6.0+cu124), or None when unknown."""
+    package = env.packages.get(name)
+    if package is None or package.version is None:
         return None
     try:
-        return Version(torch.version).public
+        return Version(package.version).public
     except InvalidVersion:
         return None
+
+
+def torch_release(env: Environment) -> str | None:
+    return release_of(env, "torch")
 
 
 def torch_install(torch: str, env: Environment) -> str:

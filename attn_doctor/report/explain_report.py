@@ -20,6 +20,7 @@ from attn_doctor.explain.scan import Occurrence
 from attn_doctor.facts.log_facts import FROM_THE_LOG
 from attn_doctor.facts.model import Environment
 from attn_doctor.releases.messages import Message
+from attn_doctor.report import install
 
 EXPLAIN_SCHEMA_ID = "attn-doctor/explain"
 EXPLAIN_SCHEMA_VERSION = 1
@@ -190,6 +191,7 @@ def _cause_lines(rank: int, cause: Cause, environment: Environment) -> list[str]
         if reason.suggestion and reason.holds is not False:
             lines.append(f"   for these versions: {reason.suggestion}")
     lines.append(f"   fix: {rule.fix_summary}")
+    lines += [f"   {line}" for line in install.lines(rule, environment)]
     if rule.fix_pins:
         pins = reconcile(rule.fix_pins, environment)
         lines.append(f"   pins: {' '.join(pins.pins)}")
@@ -236,6 +238,7 @@ def _decoded(occurrence: Occurrence) -> str:
 
 
 def to_json(explanation: Explanation) -> str:
+    env = explanation.environment
     document = {
         "schema": EXPLAIN_SCHEMA_ID,
         "schema_version": EXPLAIN_SCHEMA_VERSION,
@@ -247,7 +250,7 @@ def to_json(explanation: Explanation) -> str:
         },
         "environment": explanation.environment.to_json_dict(),
         "rules_with_symptoms": explanation.rules_with_symptoms,
-        "causes": [_cause_dict(rank, cause) for rank, cause in enumerate(explanation.causes, 1)],
+        "causes": [_cause_dict(rank, cause, env) for rank, cause in enumerate(explanation.causes, 1)],
         "origins": [
             {
                 "line": origin.line,
@@ -286,7 +289,7 @@ def to_json(explanation: Explanation) -> str:
     return json.dumps(document, indent=2) + "\n"
 
 
-def _cause_dict(rank: int, cause: Cause) -> dict[str, Any]:
+def _cause_dict(rank: int, cause: Cause, environment: Environment) -> dict[str, Any]:
     rule = cause.finding.rule
     return {
         "rank": rank,
@@ -319,7 +322,11 @@ def _cause_dict(rank: int, cause: Cause) -> dict[str, Any]:
             for match in cause.matches
         ],
         "summary": rule.summary,
-        "fix": {"summary": rule.fix_summary, "pins": list(rule.fix_pins)},
+        "fix": {
+            "summary": rule.fix_summary,
+            "pins": list(rule.fix_pins),
+            "install": install.to_json(rule, environment),
+        },
         "references": list(rule.references),
         "repro": f"attn-doctor repro {rule.id}" if rule.repro else None,
         "log_reasons": [{"line": line, "text": text} for line, text in cause.said],

@@ -8,13 +8,16 @@ from typing import Any
 from attn_doctor import __version__
 from attn_doctor.check import CheckResult
 from attn_doctor.engine.matcher import Finding, Verdict, pending_features
+from attn_doctor.facts.model import Environment
+from attn_doctor.report import install
 
 REPORT_SCHEMA_ID = "attn-doctor/report"
 REPORT_SCHEMA_VERSION = 1
 
 
-def _finding_dict(finding: Finding) -> dict[str, Any]:
+def _finding_dict(finding: Finding, env: Environment) -> dict[str, Any]:
     rule = finding.rule
+    plans = install.to_json(rule, env) if finding.verdict is not Verdict.NOT_AFFECTED else []
     return {
         "id": rule.id,
         "title": rule.title,
@@ -36,7 +39,7 @@ def _finding_dict(finding: Finding) -> dict[str, Any]:
         ],
         "applies_if_used": list(pending_features(finding)),
         "summary": rule.summary,
-        "fix": {"summary": rule.fix_summary, "pins": list(rule.fix_pins)},
+        "fix": {"summary": rule.fix_summary, "pins": list(rule.fix_pins), "install": plans},
         "references": list(rule.references),
         "repro": rule.repro,
     }
@@ -51,7 +54,9 @@ def to_json(result: CheckResult) -> str:
         "tool": {"name": "attn-doctor", "version": __version__},
         "environment": result.environment.to_json_dict(),
         "fail_on": result.fail_on,
-        "findings": [{**_finding_dict(f), "failing": f.rule.id in failing} for f in result.findings],
+        "findings": [
+            {**_finding_dict(f, result.environment), "failing": f.rule.id in failing} for f in result.findings
+        ],
         "problems": result.problems,
         "notes": result.notes,
         "summary": {**counts, "failing": len(failing), "applies_if_used": _applies_if_used(result.findings)},

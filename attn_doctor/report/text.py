@@ -14,7 +14,7 @@ from attn_doctor.engine.matcher import RELEASE, Finding, Verdict, pending_featur
 from attn_doctor.engine.schema import COMPONENTS
 from attn_doctor.facts.model import Environment, describe_torch_build
 from attn_doctor.probes.observation import ProbeVerdict
-from attn_doctor.report import unknowns
+from attn_doctor.report import install, unknowns
 from attn_doctor.report.width import fit
 
 Line = tuple[str, str] | tuple[str, str, int]  # (text, rich style[, hanging indent when wrapped])
@@ -199,6 +199,7 @@ def _finding_lines(finding: Finding, verbose: bool, env: Environment) -> list[Li
         for suggestion in [r.suggestion for r in finding.reasons if r.holds and r.suggestion]:
             lines.append((f"    for these versions: {suggestion}", "bold"))
         lines.append((f"    fix: {rule.fix_summary}", ""))
+        lines += [(f"    {line}", "bold") for line in install.lines(rule, env)]
         if rule.fix_pins:
             pins = reconcile(rule.fix_pins, env)
             lines.append((f"    pins: {' '.join(pins.pins)}", ""))

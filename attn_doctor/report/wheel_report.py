@@ -8,6 +8,7 @@ from typing import Any
 
 from attn_doctor import __version__
 from attn_doctor.planner.interface import Plan
+from attn_doctor.report.install import plan_dict
 from attn_doctor.report.width import fit
 
 SCHEMA_ID, SCHEMA_VERSION = "attn-doctor/wheel", 1
@@ -54,21 +55,6 @@ def to_json(target: str, plans: list[Plan]) -> str:
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "attn-doctor", "version": __version__},
         "target": target,
-        "plans": [
-            {
-                "package": plan.package,
-                "command": plan.command,
-                "why": plan.why,
-                "version": plan.version,
-                "url": plan.url,
-                "requirement": plan.requirement,
-                "index": plan.index,
-                "ways_out": [
-                    {"title": way.title, "commands": list(way.commands), "why": way.why}
-                    for way in plan.ways_out
-                ],
-            }
-            for plan in plans
-        ],
+        "plans": [plan_dict(plan) for plan in plans],
     }
     return json.dumps(document, indent=2) + "\n"

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from tests.support import REPO, cli
 
@@ -179,3 +180,48 @@ def test_torch_says_upgrade_the_driver_when_only_the_driver_stands_in_the_way():
     assert way.title.startswith(
         "upgrade the NVIDIA driver to 525.60.13 or newer, then install torch 2.7.1 (cu128)"
     )
+
+
+def test_this_machine_without_a_gpu_gets_torch_s_cpu_wheel_and_says_why_the_rest_do_not_fit(site, no_gpu):
+    """A CPU-only machine (no GPU found) with torch's CPU build: the CPU index, no triton (the CPU
+    wheel requires none), and no CUDA extension."""
+    site.install("torch", "2.13.0+cpu")
+    result = cli("wheel", "torch", "triton", "flash-attn", "--format", "json")
+    plans = {plan["package"]: plan for plan in json.loads(result.stdout)["plans"]}
+    assert result.exit_code == 1
+    cpu = "https://download.pytorch.org/whl/cpu"
+    assert plans["torch"]["command"] == f"pip install torch==2.13.0 --index-url {cpu}"
+    assert plans["triton"]["command"] is None and "is a CPU build" in plans["triton"]["why"]
+    assert plans["flash-attn"]["why"].startswith("torch 2.13.0+cpu is a CPU build: no CUDA wheel fits")
+
+
+@pytest.mark.parametrize(
+    ("cpus", "memory_gb", "jobs"),
+    [(64, 512.0, 21), (16, 32.0, 1), (8, 256.0, 4), (None, None, 4)],
+)
+def test_source_build_sizes_max_jobs_to_the_host(cpus, memory_gb, jobs):
+    """About 20 GB a job with max(16 GB, 15%) free, at most half the CPUs (flash-attn's own sizing,
+    flash-attention#2079, #2493); the README's MAX_JOBS=4 where the host is not known."""
+    from dataclasses import replace
+
+    from attn_doctor.planner.flash_attn import FlashAttnPlanner
+    from attn_doctor.releases.facts import snapshot
+
+    env = replace(_env("2.9.1+cu130", "H100", None), cpus=cpus, memory_gb=memory_gb, nvcc="12.8")
+    plan = FlashAttnPlanner().plan(env, snapshot())
+    build = plan.ways_out[-1]
+    assert build.commands == (
+        f"pip install ninja && MAX_JOBS={jobs} pip install flash-attn==2.8.3.post1 --no-build-isolation",
+    )
+    assert "nvcc of CUDA 13.x, torch's (the target has another: 12.8)" in build.why
+
+
+def test_a_probe_file_with_a_bad_cpu_count_is_one_line_and_exit_2(tmp_path: Path):
+    from attn_doctor.facts.model import Environment
+
+    document = json.loads(Environment(python="3.11").to_json())
+    document["cpus"] = "many"
+    (tmp_path / "env.json").write_text(json.dumps(document))
+    result = cli("wheel", "torch", "--env-file", tmp_path / "env.json")
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "'many' is not a positive number" in result.stderr

@@ -82,6 +82,8 @@ class Environment:
     machine: str | None = None  # x86_64, aarch64, AMD64, arm64 (platform.machine())
     os: str | None = None
     libc: str | None = None
+    cpus: int | None = None  # the host's, for sizing a source build (MAX_JOBS)
+    memory_gb: float | None = None  # the host's physical memory, GiB
     features: FeatureSet = field(default_factory=FeatureSet)
     # what the facts were built from, in order: "this machine", "--env-file x.json", "--pin ..."
     sources: list[str] = field(default_factory=list)
@@ -167,6 +169,8 @@ class Environment:
                 machine=_opt_str(data.get("machine")),
                 os=_opt_str(data["os"]),
                 libc=_opt_str(data["libc"]),
+                cpus=_opt_number(data.get("cpus"), int),
+                memory_gb=_opt_number(data.get("memory_gb"), float),
                 features=_features(data["features"], source),
                 sources=[f"--env-file {source}"],
                 target=f"{source} (facts from another machine)",
@@ -175,6 +179,15 @@ class Environment:
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             problem = f"missing field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
             raise InputError(source, f"malformed environment: {problem}") from None
+
+
+def _opt_number(value: Any, kind: type[int] | type[float]) -> Any:
+    """A positive number or null (older probe files have none)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 2**40:
+        raise ValueError(f"{value!r} is not a positive number")
+    return kind(value)
 
 
 _PLATFORM_MARKERS = {

@@ -19,7 +19,10 @@ def probe_environment(site_paths: list[str] | None = None) -> tuple[Environment,
     installed, torch_build, problems = packages.find_installed(site_paths or sys.path)
     gpu_list, gpu_source = gpus.probe_gpus()
     where = THIS_MACHINE if not site_paths else f"{THIS_MACHINE} ({', '.join(site_paths)})"
-    origins = {key: THIS_MACHINE for key in ("nvcc", "python", "platform", "machine", "os", "libc")}
+    origins = {
+        key: THIS_MACHINE
+        for key in ("nvcc", "python", "platform", "machine", "os", "libc", "cpus", "memory_gb")
+    }
     if "torch" in installed and torch_build is not None:
         origins["torch_build"] = "torch/version.py"
     environment = Environment(
@@ -33,6 +36,8 @@ def probe_environment(site_paths: list[str] | None = None) -> tuple[Environment,
         machine=system.machine(),
         os=system.os_description(),
         libc=system.libc(),
+        cpus=system.cpus(),
+        memory_gb=system.memory_gb(),
         sources=[where],
         target=where,
         origins=origins,

@@ -36,6 +36,18 @@ def os_description() -> str:
     return f"{uname.system} {uname.release}"
 
 
+def cpus() -> int | None:
+    return os.cpu_count()
+
+
+def memory_gb() -> float | None:
+    """Physical memory in GiB (what a source build's parallel jobs share), from sysconf."""
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def libc() -> str | None:
     """``glibc 2.36`` from confstr, which costs nothing (``platform.libc_ver`` reads the binary)."""
     try:

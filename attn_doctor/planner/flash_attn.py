@@ -17,12 +17,12 @@ PLATFORM = "linux_x86_64"  # the only platform flash-attn's releases have wheels
 # flash-attn's README: "If your machine has less than 96GB of RAM and lots of CPU cores, ninja
 # might run too many parallel compilation jobs that could exhaust the amount of RAM" (MAX_JOBS=4);
 # "With ninja compiling takes 3-5 minutes on a 64-core machine using CUDA toolkit"
-SOURCE_BUILD = "pip install ninja && MAX_JOBS=4 pip install flash-attn=={version} --no-build-isolation"
-SOURCE_BUILD_WHY = (
-    "setup.py compiles the CUDA kernels for the installed torch: it needs nvcc of torch's CUDA major; "
-    "with ninja, 3-5 minutes on 64 cores (flash-attn's README), far longer on a few; MAX_JOBS=4 keeps "
-    "it under 96 GB of RAM"
-)
+SOURCE_BUILD = "pip install ninja && MAX_JOBS={jobs} pip install flash-attn=={version} --no-build-isolation"
+README_JOBS = 4
+# a job's memory: setup.py's own sizing counts 5 GB per nvcc thread, 4 threads a job (NVCC_THREADS;
+# flash-attention#2079, measured 3-5 GB), and OOMs with no headroom: keep max(16 GB, 15%) free
+# (flash-attention#2493); at most half the CPUs, as setup.py's max_num_jobs_cores
+GB_PER_JOB = 5 * 4
 # ROCm: no prebuilt wheels; README v2.8.3 "AMD ROCm Support": the composable_kernel backend (the
 # default) for MI200/MI300 (setup.py's allowed_archs: gfx90a, gfx942, gfx950), the Triton backend
 # for CDNA and RDNA, built with FLASH_ATTENTION_TRITON_AMD_ENABLE="TRUE"; ROCm 6.0 and above
@@ -45,7 +45,8 @@ class FlashAttnPlanner:
             return Plan(PACKAGE, version, None, target)
         if target.platform != PLATFORM:
             why = f"flash-attn publishes wheels for {PLATFORM} only, not {target.platform}"
-            return Plan(PACKAGE, version, None, why, ways_out=(_source_build(newest),))
+            build = _source_build(newest, env, target.cuda_major)
+            return Plan(PACKAGE, version, None, why, ways_out=(build,))
         gpus = [gpu.compute_capability for gpu in env.gpus if gpu.compute_capability]
         for candidate in [version] if version else reversed(facts.flash_attn_versions()):
             found = _wheel(candidate, target, gpus, facts)
@@ -59,7 +60,8 @@ class FlashAttnPlanner:
         why = f"{who} wheel for {target}"
         if gpus:
             why += f" with code for {', '.join('sm_' + g.replace('.', '') for g in gpus)}"
-        ways = (*_other_torch(target, gpus, facts, version), _source_build(newest))
+        build = _source_build(newest, env, target.cuda_major)
+        ways = (*_other_torch(target, gpus, facts, version), build)
         return Plan(PACKAGE, version, None, why, ways_out=ways)
 
 
@@ -150,11 +152,30 @@ def _torch_way(
     return None
 
 
-def _source_build(version: str) -> WayOut:
+def _source_build(version: str, env: Environment, cuda_major: str) -> WayOut:
+    """The build with MAX_JOBS sized to the host where its CPUs and memory are known, and the
+    nvcc it needs (torch's CUDA major: torch's cpp_extension refuses another)."""
+    if env.cpus and env.memory_gb:
+        free = env.memory_gb - max(16, 0.15 * env.memory_gb)
+        jobs = max(1, min(env.cpus // 2, int(free / GB_PER_JOB)))
+        sizing = (
+            f"MAX_JOBS={jobs} for {env.cpus} CPUs and {env.memory_gb:g} GiB: about 20 GB a job (5 GB per "
+            "nvcc thread, 4 threads; flash-attention#2079) with max(16 GB, 15%) kept free (#2493)"
+        )
+    else:
+        jobs = README_JOBS
+        sizing = "MAX_JOBS=4 keeps it under 96 GB of RAM (flash-attn's README; the host's memory is unknown)"
+    nvcc = f"nvcc of CUDA {cuda_major}.x, torch's"
+    if env.nvcc is not None:
+        have = "has" if env.nvcc.split(".")[0] == cuda_major else "has another:"
+        nvcc += f" (the target {have} {env.nvcc})"
+    elif "nvcc" in env.origins:
+        nvcc += " (the target has no nvcc on PATH: install that CUDA toolkit first)"
     return WayOut(
         title=f"build flash-attn {version} from source against the installed torch",
-        commands=(SOURCE_BUILD.format(version=version),),
-        why=SOURCE_BUILD_WHY,
+        commands=(SOURCE_BUILD.format(jobs=jobs, version=version),),
+        why=f"setup.py compiles the CUDA kernels for the installed torch: it needs {nvcc}; with ninja, "
+        f"3-5 minutes on 64 cores (flash-attn's README), far longer on a few; {sizing}",
     )
 
 

@@ -76,7 +76,8 @@ def wheel_target(env: Environment) -> WheelTarget | str:
     if torch is None or torch.version is None:
         return "torch's version is not known: give it (--pin torch==2.6.0+cu124, -r, --env-file)"
     if env.torch_build is None or env.torch_build.cuda is None:
-        build = "a CPU or ROCm build" if env.torch_build else "of an unknown build"
+        build = env.torch_build and ("a ROCm build" if env.torch_build.hip else "a CPU build")
+        build = build or "of an unknown build"
         return f"torch {torch.version} is {build}: no CUDA wheel fits (--pin torch==X+cu124 for a CUDA one)"
     if env.python is None:
         return "the target's Python is not known (--python 3.11)"

@@ -50,6 +50,11 @@ class TorchPlanner:
             index = TORCH_INDEX.format(variant=f"rocm{env.torch_build.hip}")
             why = f"torch's ROCm {env.torch_build.hip} build, from its index (no CUDA variant applies)"
             return Plan(PACKAGE, wanted, f"pip install torch=={wanted} --index-url {index}", why, index=index)
+        if not env.gpus and env.gpu_source == "none":
+            index = TORCH_INDEX.format(variant="cpu")
+            why = f"the target has no GPU: torch {wanted}'s CPU wheels, the smallest"
+            command = f"pip install torch=={wanted} --index-url {index}"
+            return Plan(PACKAGE, wanted, command, why, requirement=f"torch=={wanted}+cpu", index=index)
         choice, why = fitting_build(env, facts, wanted)
         if choice is None:
             return Plan(PACKAGE, version, None, why, ways_out=_driver_way(env, facts, wanted))

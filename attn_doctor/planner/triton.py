@@ -24,6 +24,10 @@ class TritonPlanner:
         torch = torch_release(env)
         if torch is None:
             return Plan(PACKAGE, version, None, "torch's version is not known: triton follows torch's pin")
+        build = env.torch_build
+        if build is not None and build.cuda is None and build.hip is None:
+            why = f"torch {torch} is a CPU build: its wheel requires no triton (its metadata)"
+            return Plan(PACKAGE, version, None, why)
         pinned = torch_pins_triton(facts, torch)
         if pinned is None:
             why = f"torch {torch}'s metadata in the release facts pins no triton"

@@ -163,3 +163,21 @@ def test_explain_names_the_wheel_for_an_undefined_symbol(tmp_path: Path):
     (plan,) = given["causes"][0]["fix"]["install"]
     name = "flash_attn-2.8.3.post1+cu12torch2.7cxx11abiTRUE-cp310-cp310-linux_x86_64.whl"
     assert plan["command"] == f"pip install '{RELEASES}/v2.8.3.post1/{name}'"
+
+
+def test_explain_names_the_wheel_for_a_missing_flash_attn(tmp_path: Path):
+    """ "No module named 'flash_attn'" with the stack given: the wheel that fits; the log alone
+    states no Python, and the plan says so instead of assuming one."""
+    log = tmp_path / "log.txt"
+    log.write_text(
+        "  File \"train.py\", line 3, in <module>\nModuleNotFoundError: No module named 'flash_attn'\n"
+    )
+    stack = ("--pin", "torch==2.6.0+cu124", "--gpu", "H100")
+    unknown = json.loads(cli("explain", log, *stack, "--format", "json").stdout)["causes"][0]
+    assert unknown["id"] == "usage-flash-attn-not-installed"
+    assert unknown["fix"]["install"][0]["why"] == "the target's Python is not known (--python 3.11)"
+    known = json.loads(cli("explain", log, *stack, "--python", "3.11", "--format", "json").stdout)["causes"][
+        0
+    ]
+    name = "flash_attn-2.8.3.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl"
+    assert known["fix"]["install"][0]["url"] == f"{RELEASES}/v2.8.3.post1/{name}"

@@ -225,3 +225,24 @@ def test_a_probe_file_with_a_bad_cpu_count_is_one_line_and_exit_2(tmp_path: Path
     result = cli("wheel", "torch", "--env-file", tmp_path / "env.json")
     assert result.exit_code == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "'many' is not a positive number" in result.stderr
+
+
+def test_xformers_from_a_torch_floor_and_the_torch_a_pinned_release_needs(tmp_path: Path):
+    """xformers 0.0.35 requires torch>=2.10 (one wheel for every torch since): it fits torch 2.11;
+    0.0.30 asked for on torch 2.6 pins torch 2.7.0: that torch, from the target's CUDA index."""
+    from attn_doctor.planner.xformers import XformersPlanner
+    from attn_doctor.releases.facts import snapshot
+
+    code, document = planned(tmp_path, "2.11.0+cu130", "xformers", "--python", "3.12")
+    index = "https://download.pytorch.org/whl/cu130"
+    assert (
+        code == 0 and document["plans"][0]["command"] == f"pip install xformers==0.0.35 --index-url {index}"
+    )
+    plan = XformersPlanner().plan(_env("2.6.0+cu126", "H100", None), snapshot(), "0.0.30")
+    assert (
+        plan.command is None and plan.why == "xformers 0.0.30 pins torch==2.7.0, not the target's torch 2.6.0"
+    )
+    (way,) = plan.ways_out
+    assert way.commands == (
+        "pip install torch==2.7.0 xformers==0.0.30 --index-url https://download.pytorch.org/whl/cu126",
+    )

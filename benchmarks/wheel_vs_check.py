@@ -57,7 +57,7 @@ def main() -> None:
     for name, values in times.items():
         check = medians["check " + name.removeprefix("wheel ").removeprefix("check ")]
         ratio = medians[name] / check
-        worst = max(worst, ratio)
+        worst = max(worst, ratio) if name.startswith("wheel") else worst
         print(f"{name:<40} {medians[name]:>9.3f} {min(values):>7.3f} {max(values):>7.3f} {ratio:>6.2f}x")
     verdict = "meets" if worst <= TARGET_RATIO else "misses"
     print(f"largest wheel/check ratio: {worst:.2f}x ({verdict} the {TARGET_RATIO:.0f}x target)")

@@ -246,3 +246,15 @@ def test_xformers_from_a_torch_floor_and_the_torch_a_pinned_release_needs(tmp_pa
     assert way.commands == (
         "pip install torch==2.7.0 xformers==0.0.30 --index-url https://download.pytorch.org/whl/cu126",
     )
+
+
+def test_an_ngc_image_s_pre_release_torch_is_kept_and_flash_attn_is_built_against_it():
+    """NGC's torch 2.7.0a0+6c54963f75 is served by no index: the torch plan does not replace it
+    (and plans nothing else on another torch); flash-attn's way is the build against it."""
+    target = ("--image", "nvcr.io/nvidia/pytorch:25.02-py3", "--gpu", "H100")
+    result = cli("wheel", "torch", "flash-attn", *target, "--format", "json")
+    plans = {plan["package"]: plan for plan in json.loads(result.stdout)["plans"]}
+    assert result.exit_code == 1 and list(plans) == ["torch", "flash-attn"]
+    assert plans["torch"]["command"] is None and "pre-release build" in plans["torch"]["why"]
+    (build,) = plans["flash-attn"]["ways_out"]
+    assert build["commands"][0].endswith("pip install flash-attn==2.8.3.post1 --no-build-isolation")

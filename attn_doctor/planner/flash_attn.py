@@ -8,7 +8,14 @@ from packaging.version import Version
 from attn_doctor.engine.release_conditions import covers
 from attn_doctor.facts.model import Environment
 from attn_doctor.planner.interface import Plan, WayOut
-from attn_doctor.planner.target import TORCH_INDEX, WheelTarget, cxx11_abi, wheel_target
+from attn_doctor.planner.target import (
+    TORCH_INDEX,
+    WheelTarget,
+    cxx11_abi,
+    is_pre_release,
+    torch_release,
+    wheel_target,
+)
 from attn_doctor.releases.facts import ReleaseFacts, Wheel
 from attn_doctor.releases.wheel_names import WheelFile, flash_attn_wheel
 
@@ -42,7 +49,7 @@ class FlashAttnPlanner:
             return _rocm(env, newest)
         target = wheel_target(env)
         if isinstance(target, str):
-            return Plan(PACKAGE, version, None, target)
+            return Plan(PACKAGE, version, None, target, ways_out=_build_on_pre_release(env, newest))
         if target.platform != PLATFORM:
             why = f"flash-attn publishes wheels for {PLATFORM} only, not {target.platform}"
             build = _source_build(newest, env, target.cuda_major)
@@ -90,6 +97,15 @@ def _wheel(
             if asset is not None:
                 return wheel, asset
     return None
+
+
+def _build_on_pre_release(env: Environment, version: str) -> tuple[WayOut, ...]:
+    """A pre-release CUDA torch (an NGC image's, whose image carries the CUDA toolkit): the build
+    against it is the way; no prebuilt wheel was built against its commit."""
+    torch, build = torch_release(env), env.torch_build
+    if torch is None or not is_pre_release(torch) or build is None or build.cuda is None:
+        return ()
+    return (_source_build(version, env, build.cuda.split(".")[0]),)
 
 
 def _fits(wheel: Wheel, target: WheelTarget) -> bool:

@@ -12,7 +12,7 @@ from packaging.version import Version
 from attn_doctor.facts.model import Environment, TorchBuild
 from attn_doctor.planner.interface import Plan
 from attn_doctor.planner.registry import PLANNERS
-from attn_doctor.planner.target import TORCH_INDEX, torch_release
+from attn_doctor.planner.target import TORCH_INDEX, is_pre_release, torch_release
 from attn_doctor.planner.torch import TorchBuildChoice, fitting_build
 from attn_doctor.releases.facts import ReleaseFacts
 
@@ -44,8 +44,8 @@ def torch_move(env: Environment, facts: ReleaseFacts, version: str | None = None
     None when the target's own fits or no CUDA build is known."""
     installed = torch_release(env)
     build = env.torch_build
-    if installed is None or build is None or build.cuda is None:
-        return None
+    if installed is None or build is None or build.cuda is None or is_pre_release(installed):
+        return None  # a pre-release torch is the image's own: the plans build on it, not replace it
     choice, _ = fitting_build(env, facts, version or installed)
     if choice is None:
         return None

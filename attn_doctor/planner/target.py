@@ -40,6 +40,18 @@ class WheelTarget:
         )
 
 
+# an NGC image's torch (2.7.0a0+6c54963f75) or a nightly: built from a commit, served by no index,
+# and its symbols need not match the release a wheel was built against
+PRE_RELEASE = "a pre-release build (an NGC image's or a nightly)"
+
+
+def is_pre_release(torch: str) -> bool:
+    try:
+        return Version(torch).is_prerelease
+    except InvalidVersion:
+        return False
+
+
 def cxx11_abi(torch: str) -> bool:
     """Whether torch ``torch``'s Linux wheels use the C++11 ABI (see FIRST_CXX11_ABI_TORCH)."""
     return Version(torch) >= FIRST_CXX11_ABI_TORCH
@@ -82,6 +94,8 @@ def wheel_target(env: Environment) -> WheelTarget | str:
     if env.python is None:
         return "the target's Python is not known (--python 3.11)"
     public = Version(Version(torch.version).public)
+    if public.is_prerelease:
+        return f"torch {torch.version} is {PRE_RELEASE}: prebuilt wheels are built against torch releases"
     machine = env.machine or "x86_64"
     platform = f"{env.platform or 'linux'}_{machine}".lower().replace("amd64", "x86_64")
     return WheelTarget(

@@ -12,7 +12,7 @@ from packaging.version import Version
 from attn_doctor.engine.release_conditions import covers, driver_key
 from attn_doctor.facts.model import Environment
 from attn_doctor.planner.interface import Plan, WayOut
-from attn_doctor.planner.target import TORCH_INDEX, torch_release
+from attn_doctor.planner.target import PRE_RELEASE, TORCH_INDEX, is_pre_release, torch_release
 from attn_doctor.releases.facts import ReleaseFacts, TorchVariant
 
 PACKAGE = "torch"
@@ -46,6 +46,9 @@ class TorchPlanner:
 
     def plan(self, env: Environment, facts: ReleaseFacts, version: str | None = None) -> Plan:
         wanted = version or torch_release(env) or _newest(facts)
+        if is_pre_release(wanted):
+            why = f"torch {wanted} is {PRE_RELEASE}: no index serves it, and installing a release replaces it"
+            return Plan(PACKAGE, None, None, why)
         if env.torch_build is not None and env.torch_build.hip:
             index = TORCH_INDEX.format(variant=f"rocm{env.torch_build.hip}")
             why = f"torch's ROCm {env.torch_build.hip} build, from its index (no CUDA variant applies)"

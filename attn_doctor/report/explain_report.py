@@ -191,7 +191,7 @@ def _cause_lines(rank: int, cause: Cause, environment: Environment) -> list[str]
         if reason.suggestion and reason.holds is not False:
             lines.append(f"   for these versions: {reason.suggestion}")
     lines.append(f"   fix: {rule.fix_summary}")
-    lines += [f"   {line}" for line in install.lines(rule, environment)]
+    lines += [f"   {line}" for line in install.lines(cause.finding, environment)]
     if rule.fix_pins:
         pins = reconcile(rule.fix_pins, environment)
         lines.append(f"   pins: {' '.join(pins.pins)}")
@@ -325,7 +325,7 @@ def _cause_dict(rank: int, cause: Cause, environment: Environment) -> dict[str, 
         "fix": {
             "summary": rule.fix_summary,
             "pins": list(rule.fix_pins),
-            "install": install.to_json(rule, environment),
+            "install": install.to_json(cause.finding, environment),
         },
         "references": list(rule.references),
         "repro": f"attn-doctor repro {rule.id}" if rule.repro else None,

@@ -6,24 +6,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from attn_doctor.engine.schema import Rule
+from attn_doctor.engine.matcher import Finding
 from attn_doctor.facts.model import Environment
+from attn_doctor.facts.names import rule_name
 from attn_doctor.planner.interface import Plan
 
 
-def plans(rule: Rule, env: Environment) -> list[Plan]:
-    if rule.fix_plan is None:
+def plans(finding: Finding, env: Environment) -> list[Plan]:
+    """The plan of the package the rule names, of the release the finding's own release facts
+    propose for it where they do (the nearest with a wheel, as `fix` proposes), else the planner's."""
+    package = finding.rule.fix_plan
+    if package is None:
         return []
     from attn_doctor.planner.stack import plan_stack  # the release facts: read only for a fix
     from attn_doctor.releases.facts import snapshot
 
-    return plan_stack(env, snapshot(), [rule.fix_plan])
+    proposed = [
+        pin.partition("==")[2]
+        for reason in finding.reasons
+        if reason.holds
+        for pin in reason.suggested_pins
+        if rule_name(pin.partition("==")[0]) == package
+    ]
+    return plan_stack(env, snapshot(), [package], {package: proposed[0]} if proposed else None)
 
 
-def lines(rule: Rule, env: Environment) -> list[str]:
+def lines(finding: Finding, env: Environment) -> list[str]:
     """``install:`` lines, unindented: each command, or why none fits and each way out."""
     found = []
-    for plan in plans(rule, env):
+    for plan in plans(finding, env):
         if plan.command:
             found.append(f"install: {plan.command}")
             continue
@@ -33,8 +44,8 @@ def lines(rule: Rule, env: Environment) -> list[str]:
     return found
 
 
-def to_json(rule: Rule, env: Environment) -> list[dict[str, Any]]:
-    return [plan_dict(plan) for plan in plans(rule, env)]
+def to_json(finding: Finding, env: Environment) -> list[dict[str, Any]]:
+    return [plan_dict(plan) for plan in plans(finding, env)]
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:

@@ -17,7 +17,7 @@ REPORT_SCHEMA_VERSION = 1
 
 def _finding_dict(finding: Finding, env: Environment) -> dict[str, Any]:
     rule = finding.rule
-    plans = install.to_json(rule, env) if finding.verdict is not Verdict.NOT_AFFECTED else []
+    plans = install.to_json(finding, env) if finding.verdict is not Verdict.NOT_AFFECTED else []
     return {
         "id": rule.id,
         "title": rule.title,

@@ -199,7 +199,7 @@ def _finding_lines(finding: Finding, verbose: bool, env: Environment) -> list[Li
         for suggestion in [r.suggestion for r in finding.reasons if r.holds and r.suggestion]:
             lines.append((f"    for these versions: {suggestion}", "bold"))
         lines.append((f"    fix: {rule.fix_summary}", ""))
-        lines += [(f"    {line}", "bold") for line in install.lines(rule, env)]
+        lines += [(f"    {line}", "bold") for line in install.lines(finding, env)]
         if rule.fix_pins:
             pins = reconcile(rule.fix_pins, env)
             lines.append((f"    pins: {' '.join(pins.pins)}", ""))

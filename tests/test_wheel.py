@@ -70,19 +70,26 @@ def test_a_package_without_a_planner_is_one_line_and_exit_2(tmp_path: Path):
     ]
 
 
-def test_wheel_imports_no_torch(tmp_path: Path):
-    """The plan comes from the release facts: a target's torch is never imported."""
+def test_wheel_imports_no_torch_and_opens_no_socket(tmp_path: Path):
+    """The plan comes from the release facts: every planner, with sockets refused and no torch,
+    transformers or flash_attn imported."""
     import subprocess
     import sys
 
+    (tmp_path / "r.txt").write_text("torch==2.6.0+cu124\n")
+    target = [str(tmp_path / "r.txt"), "--python", "3.11", "--gpu", "H100"]
     code = (
-        "import sys\nfrom attn_doctor.cli import app\n"
-        "try:\n    app(['wheel', 'flash-attn', '--pin', 'torch==2.6.0+cu124', '--python', '3.11'])\n"
-        "except SystemExit:\n    pass\n"
+        "import socket, sys\n"
+        "def refuse(*args, **kwargs):\n    raise OSError('no network in this test')\n"
+        "socket.socket = socket.create_connection = refuse\n"
+        "from attn_doctor.cli import app\nfrom attn_doctor.planner.registry import PLANNERS\n"
+        f"args = ['wheel', *PLANNERS, '-r', *{target!r}]\n"
+        "try:\n    app(args)\nexcept SystemExit as exit:\n    print('EXIT', exit.code)\n"
         "print('LOADED', sorted(m for m in ('torch', 'transformers', 'flash_attn') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "LOADED []" in done.stdout, done.stdout + done.stderr
+    assert "EXIT 0" in done.stdout and "flash_attn-2.8.3.post1+cu12torch2.6" in done.stdout, done.stdout
 
 
 # --- torch, triton, ROCm, the plans together, requirements lines ---------------------------------

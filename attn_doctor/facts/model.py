@@ -124,7 +124,9 @@ class Environment:
         version = data.get("schema_version")
         if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:  # true == 1 in Python
             raise InputError(source, _unsupported_version(data.get("schema_version")))
-        optional = {"target", "origins", "machine"} if data["schema_version"] == 1 else set()
+        # cpus and memory_gb came later, unversioned: files written before them are read as unknown
+        optional = {"cpus", "memory_gb"}
+        optional |= {"target", "origins", "machine"} if data["schema_version"] == 1 else set()
         missing = [f.name for f in fields(cls) if f.name not in data and f.name not in optional]
         if missing:
             raise InputError(source, f"malformed environment: missing {', '.join(missing)}")

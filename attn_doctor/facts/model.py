@@ -16,9 +16,9 @@ from attn_doctor.errors import InputError
 from attn_doctor.facts.features import FeatureFact, FeatureSet, check_feature_name
 
 ENV_SCHEMA_ID = "attn-doctor/environment"
-ENV_SCHEMA_VERSION = 3
+ENV_SCHEMA_VERSION = 4
 # 1: features was a plain list (or null), no origins or target; 2: no gfx for GPUs
-READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 THIS_MACHINE = "this machine"
 MAX_VERSION_CHARS = 64  # no release, driver or CUDA version comes near; 4,301 digits would crash int()
 # origins["packages"] of a target whose package list is open: a log names only some of its packages,
@@ -124,8 +124,8 @@ class Environment:
         version = data.get("schema_version")
         if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:  # true == 1 in Python
             raise InputError(source, _unsupported_version(data.get("schema_version")))
-        # cpus and memory_gb came later, unversioned: files written before them are read as unknown
-        optional = {"cpus", "memory_gb"}
+        # version 4 added cpus and memory_gb: an older file's are unknown
+        optional = {"cpus", "memory_gb"} if data["schema_version"] < 4 else set()
         optional |= {"target", "origins", "machine"} if data["schema_version"] == 1 else set()
         missing = [f.name for f in fields(cls) if f.name not in data and f.name not in optional]
         if missing:

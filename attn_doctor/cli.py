@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR = 2, 3
 MAX_ERROR_CHARS = 500
+MAX_TIMEOUT_S = 7 * 24 * 3600  # a week: longer is a typo (1e308), and past ~9.2e9 s waits overflow
 FORMATS = ("rich", "json", "markdown", "sarif", "junit", "github", "gitlab")
 
 app = typer.Typer(
@@ -68,9 +69,19 @@ def _one_line_errors(command: F) -> F:
 
 
 def _seconds(value: float) -> float:
-    """A timeout: a positive, finite number of seconds (0, -1, nan and inf are typos)."""
+    """A timeout: a positive, finite number of seconds (0, -1, nan and inf are typos), at most
+    MAX_TIMEOUT_S: the waits it reaches (threading, select) overflow past about 9.2e9 s."""
     if not math.isfinite(value) or value <= 0:
         raise typer.BadParameter(f"{value} is not a positive number of seconds")
+    if value > MAX_TIMEOUT_S:
+        raise typer.BadParameter(f"{value:g} is over the maximum, {MAX_TIMEOUT_S:,} seconds (a week)")
+    return value
+
+
+def _jobs(value: int) -> int:
+    """--jobs: 0 (the default: one per case, at most the CPUs) or a positive count."""
+    if value < 0:
+        raise typer.BadParameter(f"{value} is not a number of children (0: one per case)")
     return value
 
 
@@ -413,7 +424,10 @@ def repro(
         float, typer.Option("--timeout", callback=_seconds, help="Seconds before a child counts as hung.")
     ] = 300.0,
     jobs: Annotated[
-        int, typer.Option("--jobs", "-j", help="Children at a time (default: one per case, <= CPUs).")
+        int,
+        typer.Option(
+            "--jobs", "-j", callback=_jobs, help="Children at a time (default: one per case, <= CPUs)."
+        ),
     ] = 0,
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich, json or markdown.")] = "rich",
     verbose: Annotated[

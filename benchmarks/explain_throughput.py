@@ -6,10 +6,12 @@ an adversarial log whose every line is a 4 KiB near-miss for the regex symptoms 
 their literal many times and never matches, the worst case for backtracking); and a log made only
 of per-thread CUDA asserts (every line a match); and, with a user's rule whose symptom is at the
 edge of the validation budget (`abcd[^x]*[^x]?[^x]?Q`), lines that make it backtrack under Python's
-`re` (every line distinct: explain runs the patterns on RE2). Each runs in its own process
-(`python -m attn_doctor explain`), median of --runs. Last, the cost of the message catalogue: a
-pasted 10 KB traceback and the noisy log, each with and without it (ATTN_DOCTOR_MESSAGE_CATALOGUE=""),
-and the ratio.
+`re` (every line distinct: explain runs the patterns on RE2); an OSC flood (every line an escape
+sequence `ESC ]` and 100 bytes that never ends it, issue 28); and 4 KiB lines that each hold a
+symptom literal, then spaces and a distinct tail (the literal search's worst text, issue 28). Each
+runs in its own process (`python -m attn_doctor explain`), median of --runs. Last, the cost of the
+message catalogue: a pasted 10 KB traceback and the noisy log, each with and without it
+(ATTN_DOCTOR_MESSAGE_CATALOGUE=""), and the ratio.
 
     python benchmarks/explain_throughput.py --mb 100 --runs 3
 """
@@ -136,14 +138,30 @@ pins = []
 """
 
 
-def write_backtracking(path: Path, megabytes: float) -> int:
-    """Distinct 4 KiB lines that hold the user rule's literals in order and never match it."""
+def write_numbered_lines(path: Path, megabytes: float, line: Callable[[int], str]) -> int:
+    """About ``megabytes`` MB of ``line(0)``, ``line(1)``, ...: every line distinct, so no
+    remembered verdict helps."""
     with path.open("wb") as out:
         written, count = 0, 0
         while written < megabytes * 1e6:
-            written += out.write("".join("abcd" * 1020 + f"xQ{count + i}\n" for i in range(256)).encode())
+            written += out.write("".join(line(count + i) for i in range(256)).encode())
             count += 256
     return written
+
+
+def write_backtracking(path: Path, megabytes: float) -> int:
+    """Distinct 4 KiB lines that hold the user rule's literals in order and never match it."""
+    return write_numbered_lines(path, megabytes, lambda n: "abcd" * 1020 + f"xQ{n}\n")
+
+
+def write_osc_flood(path: Path, megabytes: float) -> int:
+    """Every line an unterminated OSC escape: ``ESC ]`` and 100 bytes, no BEL or ST before its end."""
+    return write_numbered_lines(path, megabytes, lambda n: f"\x1b]0;step {n:08d} {'title ' * 14}\n")
+
+
+def write_long_after_literal(path: Path, megabytes: float) -> int:
+    """A symptom's literal, 4 KiB of spaces and a distinct tail (past the 4 KiB line cap) a line."""
+    return write_numbered_lines(path, megabytes, lambda n: f"type must be tuple of ints,{' ' * 4096}{n}\n")
 
 
 LOGS: dict[str, Callable[[Path, float], int]] = {
@@ -153,6 +171,8 @@ LOGS: dict[str, Callable[[Path, float], int]] = {
     "adversarial near-misses": write_adversarial,
     "per-thread asserts only": write_asserts,
     "a user rule's backtracking lines (--rules)": write_backtracking,
+    "OSC flood: every line an unterminated ESC ]": write_osc_flood,
+    "a literal, then 4 KiB of spaces, each line": write_long_after_literal,
 }
 
 

@@ -20,6 +20,7 @@ from attn_doctor.errors import InputError
 
 DEFAULT_PORT = 29517
 _PREFIX = "attn-doctor/members/"
+MAX_WORLD_SIZE = 1 << 20  # ranks; the largest jobs run a few hundred thousand
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ def launch_from_environment(env: dict[str, str] | None = None) -> Launch:
     """Where this process sits in the job, from torchrun's or SLURM's variables."""
     env = dict(os.environ) if env is None else env
     rank = _integer(env, "RANK", "SLURM_PROCID")
-    world_size = _integer(env, "WORLD_SIZE", "SLURM_NTASKS")
+    world_size = _integer(env, "WORLD_SIZE", "SLURM_NTASKS", most=MAX_WORLD_SIZE)
     if not 0 <= rank < world_size:
         raise InputError("--distributed", f"rank {rank} is outside a world of {world_size}")
     master_addr = env.get("MASTER_ADDR") or _first_slurm_host(env)
@@ -43,7 +44,7 @@ def launch_from_environment(env: dict[str, str] | None = None) -> Launch:
         rank=rank,
         world_size=world_size,
         master_addr=master_addr,
-        master_port=_integer(env, "MASTER_PORT", default=DEFAULT_PORT),
+        master_port=_integer(env, "MASTER_PORT", default=DEFAULT_PORT, most=65535),
         agent_store=env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
     )
 
@@ -93,13 +94,18 @@ def _collect(store: Any, world_size: int, deadline: float) -> tuple[list[dict[st
     return [arrived[rank] for rank in sorted(arrived)], missing
 
 
-def _integer(env: dict[str, str], *names: str, default: int | None = None) -> int:
+def _integer(env: dict[str, str], *names: str, default: int | None = None, most: int | None = None) -> int:
+    """The first of ``names`` set, as an integer of at most ``most`` (a port fits 16 bits; rank 0
+    polls every rank of the world, so a world of 10**12 would never finish)."""
     for name in names:
         if name in env:
             try:
-                return int(env[name])
+                value = int(env[name])
             except ValueError:
-                raise InputError(name, f"{env[name]!r} is not an integer") from None
+                raise InputError(name, f"{env[name][:40]!r} is not an integer") from None
+            if most is not None and not 0 < value <= most:
+                raise InputError(name, f"{value} is not between 1 and {most:,}")
+            return value
     if default is not None:
         return default
     raise InputError("--distributed", f"none of {', '.join(names)} is set: start it with torchrun or srun")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from attn_doctor.check import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT_ERROR, CheckResult, run_check
@@ -11,6 +12,7 @@ from attn_doctor.engine.loader import RuleSet
 from attn_doctor.engine.matcher import Finding, Verdict
 from attn_doctor.engine.schema import Rule
 from attn_doctor.engine.severity import SEVERITIES
+from attn_doctor.facts.model import OPEN_PACKAGE_LIST, Environment
 
 
 @dataclass(frozen=True)
@@ -45,18 +47,20 @@ def merge(
     fail_on_unknown: bool = False,
     missing: list[str] | None = None,
 ) -> ClusterResult:
-    results = {m.label: run_check(m.environment, ruleset, config, fail_on, fail_on_unknown) for m in members}
-    problems = list(dict.fromkeys(p for result in results.values() for p in result.problems))
+    checked: dict[str, _Verdicts] = {}  # one check per distinct set of facts: most nodes are alike
+    results: dict[str, _Verdicts] = {}
+    for member in members:
+        key = _facts_key(member.environment)
+        if key not in checked:
+            checked[key] = _Verdicts(run_check(member.environment, ruleset, config, fail_on, fail_on_unknown))
+        results[member.label] = checked[key]
+    problems = list(dict.fromkeys(p for result in checked.values() for p in result.problems))
     findings = []
     for rule in ruleset.stack_rules:
-        verdicts = {
-            label: next(f for f in result.findings if f.rule.id == rule.id)
-            for label, result in results.items()
-        }
-        affected = [label for label, f in verdicts.items() if f.verdict is Verdict.AFFECTED]
-        unknown = [label for label, f in verdicts.items() if f.verdict is Verdict.UNKNOWN]
+        affected = [label for label, r in results.items() if r.verdicts[rule.id] is Verdict.AFFECTED]
+        unknown = [label for label, r in results.items() if r.verdicts[rule.id] is Verdict.UNKNOWN]
         if affected or unknown:
-            failing = any(rule.id in {f.rule.id for f in r.failing()} for r in results.values())
+            failing = any(rule.id in r.failing for r in checked.values())
             findings.append(ClusterFinding(rule, affected, unknown, failing))
     findings.sort(key=lambda f: (not f.failing, not f.affected, SEVERITIES.index(f.rule.severity), f.rule.id))
     return ClusterResult(members, findings, drift(members), missing or [], problems)
@@ -64,6 +68,31 @@ def merge(
 
 def _finding(result: CheckResult, rule_id: str) -> Finding:
     return next(f for f in result.findings if f.rule.id == rule_id)
+
+
+class _Verdicts:
+    """What merging reads of one check: each rule's verdict, the failing rules, the problems."""
+
+    def __init__(self, result: CheckResult) -> None:
+        self.verdicts = {f.rule.id: f.verdict for f in result.findings}
+        self.failing = {f.rule.id for f in result.failing()}
+        self.problems = result.problems
+
+
+def _facts_key(env: Environment) -> str:
+    """The facts a check's verdicts depend on, without where each came from: the same probe file
+    under two names (one per node) is one check. Origins keep their names (a fact established
+    absent has one), not their text, which names the file."""
+    data = env.to_json_dict()
+    data["packages"] = {name: {**package, "origin": ""} for name, package in data["packages"].items()}
+    data["origins"] = sorted(env.origins)
+    data["open_package_list"] = env.origins.get("packages") == OPEN_PACKAGE_LIST
+    data["features"] = [
+        env.features.declared is not None,
+        sorted((f.name, f.in_use, f.evidence) for f in env.features.facts.values()),
+    ]
+    del data["sources"], data["target"]
+    return json.dumps(data, sort_keys=True)
 
 
 def drift(members: list[Member]) -> dict[str, dict[str, list[str]]]:

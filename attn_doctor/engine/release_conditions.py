@@ -7,6 +7,7 @@ for the target's versions from the snapshot (``Reason.suggestion``): only releas
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -323,7 +324,7 @@ class _TargetWheel:
     def fits(self, wheel: Wheel, ignore_python: bool = False) -> bool:
         # a wheel built against a torch nightly does not load under the release (undefined symbol)
         return (
-            not Version(wheel.torch).is_prerelease
+            not _prerelease(wheel.torch)
             and _minor(wheel.torch) == self.torch
             and wheel.cuda.split(".")[0] == self.cuda_major
             and (ignore_python or self.python is None or wheel.python == self.python)
@@ -426,6 +427,13 @@ def _nearest_wheel(package: Package, target: _TargetWheel, facts: ReleaseFacts) 
     return options
 
 
+@functools.lru_cache(maxsize=4096)
+def _prerelease(version: str) -> bool:
+    """Whether a wheel's torch is a nightly; parsed once, not once per target per release."""
+    return Version(version).is_prerelease
+
+
+@functools.lru_cache(maxsize=4096)  # asked for each wheel of each release, for every target checked
 def _minor(version: str | None) -> str | None:
     if version is None:
         return None

@@ -4,8 +4,8 @@ Time is bounded on any input, whatever its size or content:
 
 - reader.py reads fixed-size chunks and cuts every line to LINE_CAP (4 KiB) bytes, so memory is
   one chunk plus one line, and no line handed on is longer than LINE_CAP;
-- symptoms.py finds the lines containing each pattern's required literal by substring search
-  over whole chunks (C speed, each byte scanned a bounded number of times per literal);
+- symptoms.py finds the lines containing each pattern's required literal with one RE2 set (a DFA
+  over all the literals at once) per window of a chunk, then per line of a window it matched;
 - only those lines, and only when they hold all the pattern's literals in order, meet a regular
   expression, once per distinct recent line; every pattern is in the safe subset that rule
   validation enforces (engine/patterns.py): no backreferences or look-around, no nested
@@ -13,8 +13,9 @@ Time is bounded on any input, whatever its size or content:
   LINE_CAP x MAX_WAYS steps (the shipped patterns, one ``.*`` between literals, match at the first
   attempt on any line that passes the in-order test).
 
-Hence the time is linear in the input's size: bytes times distinct literals for the search, plus a
-bounded cost per candidate line. benchmarks/explain_throughput.py measures it on hostile logs.
+Hence the time is linear in the input's size, whatever the number of literals (without RE2: bytes
+times distinct literals, by substring search), plus a bounded cost per candidate line.
+benchmarks/explain_throughput.py measures it on hostile logs.
 """
 
 from __future__ import annotations

@@ -25,8 +25,12 @@ from attn_doctor.inputs import require_regular_file
 
 CHUNK_BYTES = 1 << 20
 MAX_LOG_BYTES = 4 << 30  # 4 GiB, about a minute of reading: a stream that never ends stops here
-# CSI (colours, cursor moves), OSC (terminal titles, links) ended by BEL or ST, other 2-byte escapes
-_ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+# CSI (colours, cursor moves), OSC (terminal titles, links) ended by BEL or ST, other 2-byte escapes.
+# Each run is read once: (?=(X*))\1 takes all of X and never gives any back (an atomic group before
+# Python 3.11), so an OSC that never ends costs one pass over its line, not a backtrack per byte.
+_ANSI = re.compile(
+    rb"\x1b(?:\[(?=([0-?]*))\1(?=([ -/]*))\2[@-~]|\](?=([^\x07\x1b\n]*))\3(?:\x07|\x1b\\)|[@-Z\\-_])"
+)
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 

@@ -1,7 +1,7 @@
 """Run the symptoms over a log's blocks: which patterns match, on how many lines, first and last.
 
-Per block: for each distinct literal, the lines containing it (symptoms.lines_containing); on
-those lines only, the patterns that need a regex run it, remembering recent lines so that a line
+Per block: the lines containing each distinct literal (symptoms.LiteralIndex); on those lines
+only, the patterns that need a regex run it, remembering recent lines so that a line
 repeated thousands of times (a per-thread CUDA assert) is matched once. Only the count and the
 first and last matching line of each pattern are kept, so memory does not grow with the log.
 """
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from attn_doctor.explain.reader import Block
-from attn_doctor.explain.symptoms import Symptom, lines_containing
+from attn_doctor.explain.symptoms import LiteralIndex, Symptom
 
 _REMEMBERED_LINES = 1024  # per regex symptom: at most 4 MiB of lines
 
@@ -61,13 +61,13 @@ def scan(blocks: Iterable[Block], symptoms: list[Symptom]) -> dict[str, Hits]:
     by_literal: dict[bytes, list[_Matcher]] = {}
     for symptom in symptoms:
         by_literal.setdefault(symptom.literal, []).append(_Matcher(symptom))
+    index = LiteralIndex(list(by_literal))
     hits: dict[str, Hits] = {}
     for block in blocks:
         found = [
             (start, end, matcher.symptom.pattern)
-            for literal, matchers in by_literal.items()
-            for start, end in lines_containing(block.text, literal)
-            for matcher in matchers
+            for start, end, literal in index.lines(block.text)
+            for matcher in by_literal[literal]
             if matcher.matches(block.text[start:end])
         ]
         found.sort()

@@ -1,8 +1,11 @@
 """The rules' symptom patterns, compiled once per run, each behind its literal prefilter.
 
 A symptom is tested on a line only when the line contains the literal that every match of it
-contains (engine/patterns.py); finding those lines is a substring search over a whole block,
-which runs in C and touches each byte a bounded number of times per literal.
+contains (engine/patterns.py). LiteralIndex finds those lines for all literals at once: one RE2
+set (a DFA) over each window of a block, then over each line of a window that holds any literal.
+A substring search per literal (lines_containing, the fallback) costs bytes times literals, and
+CPython's search steps one byte at a time through text made of the literals' own characters (4 KiB
+of spaces cost every literal with a space in it 4,096 steps): 3 MB/s with 270 literals.
 """
 
 from __future__ import annotations
@@ -106,6 +109,65 @@ def _compiled(pattern: str) -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return re.compile(pattern)
+
+
+WINDOW_BYTES = 16 << 10  # the set runs on a window, and on each line only of a window it matched
+
+
+class LiteralIndex:
+    """The lines of a block holding each of ``literals``, in time linear in the block whatever the
+    number of literals or the text (RE2's set; the substring searches where RE2 is missing or its
+    DFA runs out of memory, which its budget, sized to the literals, is there to prevent)."""
+
+    def __init__(self, literals: list[bytes]) -> None:
+        self.literals = literals
+        self._set: Any = None
+        try:
+            import re2
+
+            options = re2.Options()
+            options.encoding = re2.Options.Encoding.LATIN1  # bytes as they are, valid UTF-8 or not
+            # the shipped literals' DFA thrashes below ~12 MB (about 800 bytes a literal byte): room to spare
+            options.max_mem = max(64 << 20, 4096 * sum(map(len, literals)))
+            options.log_errors = False
+            matcher = re2.Set.SearchSet(options)
+            matcher.Add(b"")  # index 0 matches any text: an answer without it is a failed search
+            for literal in literals:
+                matcher.Add(re2.escape(literal))
+            matcher.Compile()
+            self._set = matcher
+        except Exception:  # noqa: BLE001 - no RE2 here (ImportError), or a set it refuses (re2.error)
+            self._set = None
+
+    def lines(self, text: bytes) -> Iterator[tuple[int, int, bytes]]:
+        """(start, end, literal) for each literal in each line of ``text`` (whole ``\\n``-ended lines)."""
+        position = 0
+        while position < len(text):
+            cut = text.find(b"\n", position + WINDOW_BYTES) + 1 or len(text)
+            yield from self._window(text[position:cut], position)
+            position = cut
+
+    def _window(self, window: bytes, offset: int) -> Iterator[tuple[int, int, bytes]]:
+        found = None if self._set is None else self._set.Match(window)
+        if found is None:  # no RE2, or its DFA gave up: a substring search per literal
+            for literal in self.literals:
+                for start, end in lines_containing(window, literal):
+                    yield offset + start, offset + end, literal
+            return
+        if len(found) == 1:  # the empty pattern alone: no literal in this window
+            return
+        start = offset
+        for line in window.split(b"\n")[:-1]:
+            end = start + len(line)
+            for literal in self._in_line(line):
+                yield start, end, literal
+            start = end + 1
+
+    def _in_line(self, line: bytes) -> list[bytes]:
+        found = self._set.Match(line)
+        if found is None:  # the DFA gave up on this line: a substring test per literal
+            return [literal for literal in self.literals if literal in line]
+        return [self.literals[index - 1] for index in found if index]
 
 
 def lines_containing(text: bytes, literal: bytes) -> Iterator[tuple[int, int]]:

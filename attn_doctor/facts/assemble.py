@@ -241,7 +241,7 @@ PLATFORMS = {
 def _target_platform(env: Environment, inputs: EnvironmentInputs) -> None:
     """``--python`` and ``--platform``: what markers in the target's requirements are read for."""
     if inputs.python is not None:
-        if not re.fullmatch(r"3\.\d{1,2}(\.\d{1,2})?", inputs.python):
+        if not re.fullmatch(r"3\.[0-9]{1,2}(\.[0-9]{1,2})?", inputs.python):  # ASCII: \d takes "٣"
             raise InputError(
                 f"--python {inputs.python!r}", "expected a Python version such as 3.11 or 3.12.4"
             )

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from attn_doctor.errors import InputError
-from attn_doctor.facts.model import Gpu
+from attn_doctor.facts.model import CAPABILITY, NUMERIC_VERSION, Gpu
 
 NVIDIA_SMI_TIMEOUT_S = 5.0
 
@@ -49,15 +49,15 @@ CAPABILITIES = [
     "12.1",
 ]
 
-_SM_FORM = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})[af]?$", re.I)
-_DOTTED_FORM = re.compile(r"^(\d{1,2})\.(\d)$")
+_SM_FORM = re.compile(r"(?:sm_?|compute_?)?([0-9]{2,3})[af]?", re.I)  # ASCII: \d takes "٩" too
+_DOTTED_FORM = re.compile(r"([0-9]{1,2})\.([0-9])")
 
 
 def target_gpu(spec: str, source: str = "--gpu") -> Gpu:
     """A target GPU: ``sm_90``, ``sm_90a``, ``90``, ``9.0``, a name such as ``H100``; or an AMD
     one, ``gfx942`` or a name such as ``MI300X`` (its gfx target, no compute capability)."""
     text = spec.strip()
-    dotted, sm_form = _DOTTED_FORM.match(text), _SM_FORM.match(text)
+    dotted, sm_form = _DOTTED_FORM.fullmatch(text), _SM_FORM.fullmatch(text)
     if dotted or sm_form:
         digits = f"{dotted[1]}{dotted[2]}" if dotted else sm_form[1]  # type: ignore[index]
         capability = f"{digits[:-1]}.{digits[-1]}"
@@ -343,8 +343,10 @@ def _from_nvml() -> list[Gpu] | None:
             major, minor = ctypes.c_int(), ctypes.c_int()
             status = nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor))
             name = name_buffer.value.decode(errors="replace")
-            capability = f"{major.value}.{minor.value}" if status == 0 else capability_from_name(name)
-            gpus.append(Gpu(name=name, compute_capability=capability, driver=driver))
+            capability = f"{major.value}.{minor.value}" if status == 0 else None
+            if capability is None or not CAPABILITY.fullmatch(capability):
+                capability = capability_from_name(name)
+            gpus.append(Gpu(name=name, compute_capability=capability, driver=_driver(driver)))
         return gpus
     finally:
         nvml.nvmlShutdown()
@@ -361,10 +363,15 @@ def _from_nvidia_smi() -> list[Gpu] | None:
         if len(row) != 3:
             return None
         name, capability, driver = row
-        if not re.fullmatch(r"\d+\.\d+", capability):
+        if not CAPABILITY.fullmatch(capability):
             capability = capability_from_name(name) or ""
-        gpus.append(Gpu(name=name, compute_capability=capability or None, driver=driver or None))
+        gpus.append(Gpu(name=name, compute_capability=capability or None, driver=_driver(driver)))
     return gpus
+
+
+def _driver(text: str | None) -> str | None:
+    """The driver version in the one shape an environment file may hold ("[N/A]" is unknown)."""
+    return text if text and NUMERIC_VERSION.fullmatch(text) else None
 
 
 def _query_nvidia_smi(fields: str) -> list[list[str]] | None:

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from attn_doctor.explain.reader import Block
-from attn_doctor.explain.symptoms import lines_containing
+from attn_doctor.explain.symptoms import LiteralIndex
 from attn_doctor.facts import log_features, missing_names
 from attn_doctor.facts.gpus import CAPABILITIES, gpus_in_text
 from attn_doctor.facts.missing_names import MissingName
@@ -234,15 +234,21 @@ class LogFactCollector:
     def __init__(self) -> None:
         self.facts = LogFacts()
         self.candidates = 0
+        # one pass a block for all the literals (a search per literal steps a byte at a time
+        # through a run of spaces, as explain's symptom scan did: issue 28)
+        self._index = LiteralIndex(list(dict.fromkeys(_LITERALS)))
 
     def feed(self, block: Block) -> None:
         if len(self.facts.mentioned) < len(log_features.MENTIONS):
             self.facts.mentioned |= log_features.mentioned_in(block.text)
         if self.candidates >= MAX_CANDIDATE_LINES:
             return
+        lines: dict[bytes, list[tuple[int, int]]] = {}
+        for start, end, literal in self._index.lines(block.text):
+            lines.setdefault(literal, []).append((start, end))
         starts: dict[int, int] = {}
-        for literal in _LITERALS:
-            for start, end in lines_containing(block.text, literal):
+        for literal in _LITERALS:  # in this order, as the cap below has always counted them
+            for start, end in lines.get(literal, ()):
                 if end - start > FACT_LINE_CAP:
                     continue
                 starts[start] = end

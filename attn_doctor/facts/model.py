@@ -8,8 +8,11 @@ matcher turns missing facts into "unknown" verdicts, never into passes.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
+
+from packaging.version import Version
 
 from attn_doctor import __version__
 from attn_doctor.errors import InputError
@@ -25,6 +28,19 @@ MAX_VERSION_CHARS = 64  # no release, driver or CUDA version comes near; 4,301 d
 # so one it does not name is unknown, not absent (a probed machine or a requirements file is closed)
 OPEN_PACKAGE_LIST = "the log (a package it does not name may still be installed)"
 ABSENT = "absent: "  # origins["absent: xformers"]: where the log says the package is not installed
+# The shapes of the numeric facts: what reads them splits on "." and calls int() on the parts, so
+# "9.0.0", "9.a", "¹.²" (str.isdigit, but not int) or "-1" must stop where the file is read.
+# ASCII digits only: Python's \d also takes "٩".
+CAPABILITY = re.compile(r"[0-9]{1,2}\.[0-9]")  # NVIDIA's major.minor, as NVML and nvidia-smi print it
+NUMERIC_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*")  # a driver (550.54.15), CUDA or nvcc (12.4)
+PYTHON_VERSION = re.compile(r"[0-9]+\.[0-9]+(?:\.[0-9]+)?[0-9A-Za-z+]*")  # 3.12.4, 3.13.0rc1, 3.14.0a1+
+ROCM_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*(?:[-+][0-9A-Za-z.]+)?")  # torch.version.hip
+_SHAPES = {
+    CAPABILITY: "a compute capability (major.minor, e.g. 9.0)",
+    NUMERIC_VERSION: "a version of digits and dots (e.g. 12.4, 550.54.15)",
+    PYTHON_VERSION: "a Python version (e.g. 3.12.4)",
+    ROCM_VERSION: "a ROCm version (e.g. 6.2.41133-dd7f95766)",
+}
 
 
 @dataclass(frozen=True)
@@ -134,10 +150,13 @@ class Environment:
             packages = {
                 name: Package(
                     name=name,
-                    version=_opt_version(p["version"]),
+                    version=_package_version(p["version"], f"packages.{name}.version"),
                     distribution=_text(p["distribution"]),
                     origin=f"{source}",
-                    releases=tuple(_text(r) for r in _list(_mapping(p).get("releases") or [])),
+                    releases=tuple(
+                        _text(_package_version(_text(r), f"packages.{name}.releases"))
+                        for r in _list(_mapping(p).get("releases") or [])
+                    ),
                     pinned_by=_opt_str(_mapping(p).get("pinned_by")),
                 )
                 for name, p in _mapping(data["packages"]).items()
@@ -147,49 +166,81 @@ class Environment:
                 None
                 if build is None
                 else TorchBuild(
-                    cuda=_opt_version(_mapping(build)["cuda"]), hip=_opt_version(_mapping(build)["hip"])
+                    cuda=_shaped(_mapping(build)["cuda"], "torch_build.cuda", NUMERIC_VERSION),
+                    hip=_shaped(_mapping(build)["hip"], "torch_build.hip", ROCM_VERSION),
                 )
             )
             gpus = [
                 Gpu(
                     name=_text(g["name"]),
-                    compute_capability=_opt_version(g["compute_capability"]),
-                    driver=_opt_version(g["driver"]),
+                    compute_capability=_shaped(
+                        g["compute_capability"], f"gpus[{i}].compute_capability", CAPABILITY
+                    ),
+                    driver=_shaped(g["driver"], f"gpus[{i}].driver", NUMERIC_VERSION),
                     gfx=_opt_str(g.get("gfx")),
-                    capabilities=tuple(_text(c) for c in _list(_mapping(g).get("capabilities") or [])),
+                    capabilities=tuple(
+                        _text(_shaped(c, f"gpus[{i}].capabilities", CAPABILITY))
+                        for c in _list(_mapping(g).get("capabilities") or [])
+                    ),
                 )
-                for g in _list(data["gpus"])
+                for i, g in enumerate(_list(data["gpus"]))
             ]
             return cls(
                 packages=packages,
                 torch_build=torch_build,
                 gpus=gpus,
                 gpu_source=_text(data["gpu_source"]),
-                nvcc=_opt_version(data["nvcc"]),
-                python=_opt_version(data["python"]),
+                nvcc=_shaped(data["nvcc"], "nvcc", NUMERIC_VERSION),
+                python=_shaped(data["python"], "python", PYTHON_VERSION),
                 platform=_opt_str(data["platform"]),
                 machine=_opt_str(data.get("machine")),
                 os=_opt_str(data["os"]),
                 libc=_opt_str(data["libc"]),
-                cpus=_opt_number(data.get("cpus"), int),
-                memory_gb=_opt_number(data.get("memory_gb"), float),
+                cpus=_opt_number(data.get("cpus"), int, "cpus"),
+                memory_gb=_opt_number(data.get("memory_gb"), float, "memory_gb"),
                 features=_features(data["features"], source),
                 sources=[f"--env-file {source}"],
                 target=f"{source} (facts from another machine)",
                 origins={str(k): f"{source} ({v})" for k, v in _mapping(data.get("origins", {})).items()},
             )
+        except _BadField as exc:
+            raise InputError(source, f"malformed environment: {exc}") from None
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             problem = f"missing field {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
             raise InputError(source, f"malformed environment: {problem}") from None
 
 
-def _opt_number(value: Any, kind: type[int] | type[float]) -> Any:
+class _BadField(ValueError):
+    """A field whose value has the wrong shape; the message names the field."""
+
+
+def _opt_number(value: Any, kind: type[int] | type[float], name: str) -> Any:
     """A positive number or null (older probe files have none)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 2**40:
-        raise ValueError(f"{value!r} is not a positive number")
+        raise _BadField(f"{name}: {value!r} is not a positive number")
     return kind(value)
+
+
+def _shaped(value: Any, name: str, shape: re.Pattern[str]) -> str | None:
+    """A numeric fact (a capability, driver, CUDA or Python version) in its one shape, or null:
+    checked here, so that no int() further on meets "9.0.0" or "1e3"."""
+    text = _opt_version(value, name)
+    if text is not None and not shape.fullmatch(text):
+        raise _BadField(f"{name}: {text!r} is not {_SHAPES[shape]}")
+    return text
+
+
+def _package_version(value: Any, name: str) -> str | None:
+    """A package's version: PEP 440 (what --pin and requirements files demand), or null."""
+    text = _opt_version(value, name)
+    if text is not None:
+        try:
+            Version(text)
+        except ValueError:  # InvalidVersion
+            raise _BadField(f"{name}: {text!r} is not a valid PEP 440 version") from None
+    return text
 
 
 _PLATFORM_MARKERS = {
@@ -231,7 +282,7 @@ def torch_build_from_version(version: str | None) -> TorchBuild | None:
     label = version.split("+", 1)[1].lower()
     if label == "cpu" or label.startswith("cpu."):
         return TorchBuild()
-    if label.startswith("cu") and label[2:].isdigit() and len(label) >= 4:
+    if label.startswith("cu") and label[2:].isascii() and label[2:].isdigit() and len(label) >= 4:
         digits = label[2:]
         return TorchBuild(cuda=f"{digits[:-1]}.{digits[-1]}")
     if label.startswith("rocm"):
@@ -274,11 +325,11 @@ def _text(value: Any) -> str:
     return value
 
 
-def _opt_version(value: Any) -> str | None:
+def _opt_version(value: Any, name: str) -> str | None:
     """A version fact (a package's, CUDA's, the driver's): a short string or null."""
     text = _opt_str(value)
     if text is not None and len(text) > MAX_VERSION_CHARS:
-        raise ValueError(f"a version of {len(text):,} characters (at most {MAX_VERSION_CHARS})")
+        raise _BadField(f"{name}: a version of {len(text):,} characters (at most {MAX_VERSION_CHARS})")
     return text
 
 

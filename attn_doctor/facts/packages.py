@@ -14,7 +14,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from attn_doctor.errors import InputError
-from attn_doctor.facts.model import Package, TorchBuild
+from attn_doctor.facts.model import NUMERIC_VERSION, ROCM_VERSION, Package, TorchBuild
 from attn_doctor.facts.names import WATCHED, installed_name, rule_name
 from attn_doctor.inputs import require_regular_file
 
@@ -112,4 +112,8 @@ def _torch_build(version_file: Path) -> TorchBuild | None:
     values = {m["key"]: m["value"] for m in _TORCH_VERSION_LINE.finditer(text)}
     if "cuda" not in values and "hip" not in values:
         return None
+    for key, shape in (("cuda", NUMERIC_VERSION), ("hip", ROCM_VERSION)):
+        value = values.get(key)
+        if value is not None and not shape.fullmatch(value):  # its parts are read as numbers later
+            raise InputError(key, f"{value[:40]!r} is not a version")
     return TorchBuild(cuda=values.get("cuda"), hip=values.get("hip"))

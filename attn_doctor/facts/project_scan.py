@@ -333,7 +333,7 @@ class _Cache:
         if self.path is not None:
             try:
                 data = json.loads(self.path.read_text(encoding="utf-8"))
-                if data.get("signature") == _SIGNATURE:
+                if data.get("signature") == _SIGNATURE and isinstance(data["files"], dict):
                     self.entries = data["files"]
             except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
                 self.entries = {}
@@ -350,7 +350,10 @@ class _Cache:
             return None
         if known[0] != stat.st_size or known[1] != stat.st_mtime_ns or not isinstance(known[2], list):
             return None
-        return [(str(feature), int(line)) for feature, line in known[2]]
+        try:
+            return [(str(feature), int(line)) for feature, line in known[2]]
+        except (TypeError, ValueError, OverflowError):  # a damaged entry ("x", Infinity): scan again
+            return None
 
     def put(self, relative: str, entry: os.DirEntry[str], hits: list[tuple[str, int]]) -> None:
         if self.path is None:

@@ -87,7 +87,7 @@ class NvccProbe:
             self._child.kill()
             self._child.communicate()
             return None
-        match = re.search(r"release (\d+\.\d+)", out or "")
+        match = re.search(r"release ([0-9]+\.[0-9]+)", out or "")  # ASCII, as an env file must hold it
         version = match.group(1) if match else None
         if version is not None:
             self._remember(version)
@@ -99,7 +99,7 @@ class NvccProbe:
             known = data.get(self._key) if isinstance(data, dict) else None
         except (OSError, ValueError, RecursionError):
             return None
-        return known if isinstance(known, str) and re.fullmatch(r"\d+\.\d+", known) else None
+        return known if isinstance(known, str) and re.fullmatch(r"[0-9]+\.[0-9]+", known) else None
 
     def _remember(self, version: str) -> None:
         if self._cache is None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import re
 
-from attn_doctor.facts.sources.common import Declared
+from attn_doctor.errors import InputError
+from attn_doctor.facts.model import NUMERIC_VERSION
+from attn_doctor.facts.sources.common import Declared, shown
 
 # conda package -> the distribution rules use
 CONDA_NAMES = {
@@ -35,6 +37,7 @@ _SPEC = re.compile(
     r"(?:\s*(?P<operator>==|=|>=|<=|>|<|!=|~=|\s)\s*(?P<version>[^\s=,|*\[]+)(?P<wild>\*)?)?"
     r"(?:(?:=|\s+)(?P<build>\S+))?"
 )
+_PYTHON = re.compile(r"[0-9]+(?:\.[0-9]+)*[0-9A-Za-z+]*")  # python=3, =3.11, =3.13.0rc1; not =3.x
 _BUILD_CUDA = re.compile(
     r"cuda_?(?P<major>[0-9]{2})\.?(?P<minor>[0-9])(?![0-9])|cuda(?P<dotted>[0-9]+\.[0-9]+)"
 )
@@ -49,8 +52,10 @@ def add_spec(spec: str, origin: str, declared: Declared) -> None:
     exact = match["operator"] in ("=", "==", " ") and not match["wild"]
     version = match["version"] if exact else None
     if name in CUDA_PACKAGES and version:
+        _check_shape(version, NUMERIC_VERSION, origin, "a CUDA version such as 12.1")
         declared.torch_cuda = declared.torch_cuda or (".".join(version.split(".")[:2]), origin)
     elif name == "python" and version:
+        _check_shape(version, _PYTHON, origin, "a Python version such as 3.11")
         declared.python = declared.python or (version, origin)
     elif name in CONDA_NAMES:
         declared.add(CONDA_NAMES[name], version, origin, distribution=name)
@@ -58,3 +63,9 @@ def add_spec(spec: str, origin: str, declared: Declared) -> None:
         if cuda:
             found = cuda["dotted"] or f"{int(cuda['major'])}.{cuda['minor']}"
             declared.torch_cuda = declared.torch_cuda or (found, origin)
+
+
+def _check_shape(version: str, shape: re.Pattern[str], origin: str, what: str) -> None:
+    """A CUDA or Python version whose parts are read as numbers later (``12.x`` would crash there)."""
+    if not shape.fullmatch(version):
+        raise InputError(origin, f"{shown(repr(version))} is not {what}")

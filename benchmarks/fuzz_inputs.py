@@ -6,7 +6,14 @@ Each run is `python -m attn_doctor ...` in a subprocess, in an empty folder hold
 files (tests/hostile_inputs.py generates them). The table shows, per kind: the exit-code
 distribution, crashes (exit 3, an "internal error" line or a traceback), runs killed at the
 timeout, and the slowest run; then the command of every crash and of the slowest runs. The target:
-zero crashes and no run over 5 s. CI runs a few hundred of the same cases (tests/test_fuzz.py).
+zero crashes and no run over 5 s. CI runs 20 cases of each kind (tests/test_fuzz.py).
+
+Kinds: every reader (requirements and lock files, env files, pins, GPUs, features, rule files,
+pyproject, logs, site-packages, repro JSON, numeric options) and the classes a fuzz run once found
+broken: version-like strings with extra components in every numeric field (`odd-versions`),
+extreme floats and integers for every numeric option (`extreme-numbers`), escape-sequence floods
+(`escape-flood`), long lines next to every symptom literal (`long-literal`), merges of up to 1,000
+env files (`many-files`).
 """
 
 from __future__ import annotations

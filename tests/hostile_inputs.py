@@ -10,6 +10,7 @@ past Python's int-string limit, long whitespace runs, lone surrogates, NUL bytes
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -264,6 +265,144 @@ def numbers(rng: random.Random) -> Case:
     return Case("numbers", args)
 
 
+# version-like text with extra, missing or odd components, for every field read as a number
+ODD_VERSIONS = (
+    "9.0.0",
+    "12.4.1.2.3",
+    "9",
+    "9.",
+    ".9",
+    "9.a",
+    "1e3",
+    "-1.0",
+    "+9.0",
+    "9.0" + ".0" * 1000,
+    "9" * 400 + ".0",
+    "0x9.0",
+    "9,0",
+    "9.0\n",
+    " 9.0",
+    "9..0",
+    "sm_9000000000",
+    "v9.0",
+    "9.0rc1",
+    "",
+)
+NUMERIC_FIELDS = ("compute_capability", "driver", "nvcc", "python", "cuda", "version", "cpus", "memory_gb")
+
+
+def odd_versions(rng: random.Random) -> Case:
+    """A version-like string with extra components in a numeric field of an env file, a --gpu or a
+    --pin (a GPU's "9.0.0" crashed check, fix and merge once)."""
+    value = rng.choice(ODD_VERSIONS)
+    roll = rng.random()
+    if roll < 0.2:
+        return Case("odd-versions", [*rng.choice([["check"], ["wheel", "torch"]]), "--gpu", value])
+    if roll < 0.35:
+        return Case("odd-versions", ["check", "--pin", f"torch=={value}"])
+    data = _environment_seed()
+    field = rng.choice(NUMERIC_FIELDS)
+    if field in ("compute_capability", "driver"):
+        data["gpus"][0][field] = value
+    elif field == "cuda":
+        data["torch_build"]["cuda"] = value
+    elif field == "version":
+        data["packages"]["torch"]["version"] = value
+    elif field in ("cpus", "memory_gb"):
+        data["schema_version"] = 4
+        data |= {"cpus": 16, "memory_gb": 64.0, field: rng.choice([value, 1e308, -1, 0, True, "16"])}
+    else:
+        data[field] = value
+    command = rng.choice([["check"], ["fix"], ["report"], ["merge"], ["wheel", "torch", "flash-attn"]])
+    text = json.dumps(data)
+    if command[0] == "merge":
+        return Case("odd-versions", ["merge", "{dir}/env.json"], {"env.json": _encoded(text)})
+    return Case("odd-versions", [*command, "--env-file", "{dir}/env.json"], {"env.json": _encoded(text)})
+
+
+EXTREME_NUMBERS = (
+    "1e308",
+    "1.7976931348623157e308",
+    "4.9e-324",
+    "1e-308",
+    "-0",
+    "-0.0",
+    "9" * 30,
+    "0x10",
+    "1_000",
+    "1e309",
+    "-1e308",
+    "2147483648",
+    "9223372036854775808",
+    "0.0000001",
+)
+
+
+def extreme_numbers(rng: random.Random) -> Case:
+    """Extreme floats and integers for every numeric option (a 1e308 timeout overflowed time_t)."""
+    option, command = rng.choice(
+        [
+            ("--probe-timeout", ["check"]),
+            ("--distributed-timeout", ["check"]),
+            ("--timeout", ["repro", "--list"]),
+            ("--jobs", ["repro", "--list"]),
+            ("--probe-timeout", ["report"]),
+        ]
+    )
+    return Case("extreme-numbers", [command[0], option, rng.choice(EXTREME_NUMBERS), *command[1:]])
+
+
+def escape_flood(rng: random.Random) -> Case:
+    """A log flooded with terminal escape sequences: unterminated OSC (``ESC ]``), long CSI runs,
+    lone ESCs, between real error lines."""
+    unit = rng.choice(
+        [
+            b"\x1b]" + bytes(rng.randint(0x20, 0x7E) for _ in range(100)) + b"\n",
+            b"\x1b[" + b"1;" * 500 + b"m text\n",
+            b"\x1b" * 300 + b"\n",
+            b"\x1b]8;;" + b"x" * 200 + b"\x1b\\link\x1b]8;;\x1b\\\n",
+            b"\x1bP" + b"q" * 400 + b"\n",
+        ]
+    )
+    content = unit * rng.randint(1_000, 30_000) + _encoded(LOG_SEED) + unit * rng.randint(1, 1_000)
+    return Case("escape-flood", ["explain", "{dir}/train.log"], {"train.log": content})
+
+
+@functools.cache
+def _symptom_literals() -> list[str]:
+    """Every rule symptom's literal (the text a line must hold for the pattern to be tried)."""
+    from attn_doctor.engine.loader import database_path, load_rules
+    from attn_doctor.engine.patterns import analyse
+
+    found = []
+    for rule in load_rules([database_path()], trust_database=True).rules:
+        for pattern in rule.symptoms:
+            found.append(analyse(pattern).literal)
+    return sorted(set(found))
+
+
+def long_lines_near_literals(rng: random.Random) -> Case:
+    """Lines that hold a symptom's literal, then kilobytes of spaces and a distinct tail: the pattern
+    runs on each (a literal followed by 4 KiB of spaces took over 5 s on 41 MB once)."""
+    literal = rng.choice(_symptom_literals())
+    pad = rng.choice([b" ", b"\t", b"x", b"( ", b"'"]) * rng.choice([1_024, 4_096, 16_384])
+    lines = b"".join(_encoded(literal) + pad + f"tail {i}\n".encode() for i in range(rng.randint(100, 1_500)))
+    return Case("long-literal", ["explain", "{dir}/train.log"], {"train.log": lines})
+
+
+def many_file_merge(rng: random.Random) -> Case:
+    """``merge`` of hundreds of env files (500 copies of one file took over 30 s once)."""
+    count = rng.choice([50, 200, 500, 1_000])
+    text = _encoded(json.dumps(_environment_seed()))
+    files = {f"nodes/node{i}.json": text for i in range(count)}
+    if rng.random() < 0.3:
+        files[f"nodes/node{count}.json"] = _encoded(mutate(json.dumps(_environment_seed()), rng))
+    args = ["merge", *(f"{{dir}}/{name}" for name in files)]
+    if rng.random() < 0.3:
+        args += ["--format", "json"]
+    return Case("many-files", args, files)
+
+
 GENERATORS: dict[str, Callable[[random.Random], Case]] = {
     "requirements": requirements,
     "pin-files": pin_file,
@@ -277,6 +416,11 @@ GENERATORS: dict[str, Callable[[random.Random], Case]] = {
     "site-packages": site_packages,
     "repro-json": repro_json,
     "numbers": numbers,
+    "odd-versions": odd_versions,
+    "extreme-numbers": extreme_numbers,
+    "escape-flood": escape_flood,
+    "long-literal": long_lines_near_literals,
+    "many-files": many_file_merge,
 }
 
 

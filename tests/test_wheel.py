@@ -265,3 +265,23 @@ def test_an_ngc_image_s_pre_release_torch_is_kept_and_flash_attn_is_built_agains
     assert plans["torch"]["command"] is None and "pre-release build" in plans["torch"]["why"]
     (build,) = plans["flash-attn"]["ways_out"]
     assert build["commands"][0].endswith("pip install flash-attn==2.8.3.post1 --no-build-isolation")
+
+
+def test_an_installed_torch_whose_version_is_not_pep_440_gets_no_plan_and_no_crash(site, no_gpu):
+    """An installed torch's METADATA with a version pip never wrote: wheel says no wheel can be
+    matched (exit 1) and check reports the version (exit 2), never an internal error."""
+    site.install("torch", "2.6.0+cu124")
+    metadata = next(site.path.glob("torch-*.dist-info")) / "METADATA"
+    metadata.write_text(metadata.read_text().replace("Version: 2.6.0+cu124", "Version: 2.6.0-final-build!x"))
+    result = cli("wheel", "flash-attn", "--path", site.path, "--format", "json")
+    assert result.exit_code == 1, result.stderr
+    assert "is not a PEP 440 version" in json.loads(result.stdout)["plans"][0]["why"]
+    checked = cli("check", "--path", site.path)  # exit 2: the version is reported as a problem
+    assert checked.exit_code == 2 and "internal error" not in checked.stderr
+
+
+def test_a_columns_value_of_other_digits_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("COLUMNS", "²")
+    assert cli("wheel", "torch", "--pin", "torch==2.6.0+cu124").exit_code in (0, 1)
+    monkeypatch.setenv("COLUMNS", "9" * 5000)
+    assert cli("wheel", "torch", "--pin", "torch==2.6.0+cu124").exit_code in (0, 1)

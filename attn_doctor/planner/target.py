@@ -87,13 +87,16 @@ def wheel_target(env: Environment) -> WheelTarget | str:
     torch = env.packages.get("torch")
     if torch is None or torch.version is None:
         return "torch's version is not known: give it (--pin torch==2.6.0+cu124, -r, --env-file)"
+    release = torch_release(env)
+    if release is None:
+        return f"torch's version {torch.version!r} is not a PEP 440 version: no wheel can be matched to it"
     if env.torch_build is None or env.torch_build.cuda is None:
         build = env.torch_build and ("a ROCm build" if env.torch_build.hip else "a CPU build")
         build = build or "of an unknown build"
         return f"torch {torch.version} is {build}: no CUDA wheel fits (--pin torch==X+cu124 for a CUDA one)"
     if env.python is None:
         return "the target's Python is not known (--python 3.11)"
-    public = Version(Version(torch.version).public)
+    public = Version(release)
     if public.is_prerelease:
         return f"torch {torch.version} is {PRE_RELEASE}: prebuilt wheels are built against torch releases"
     machine = env.machine or "x86_64"

@@ -27,7 +27,8 @@ _WORD = re.compile(r"(\s*)(\S+)")
 def terminal_width(stream: TextIO | None = None) -> int | None:
     """Columns to fit, or None where nobody said (a pipe or file without ``COLUMNS``)."""
     columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
+    # ASCII digits, a few of them: "²" is a digit to str.isdigit and int() refuses it
+    if columns.isascii() and columns.isdigit() and len(columns) <= 5 and int(columns) > 0:
         return max(int(columns), MIN_WIDTH)
     stream = stream or sys.stdout
     try:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Site
 from support import cli
 from test_bad_input import assert_one_line_error
 from test_explain import load_benchmark
@@ -27,11 +26,9 @@ from test_explain import load_benchmark
 
 
 @pytest.fixture
-def env_file(tmp_path: Path) -> Callable[..., Path]:
+def env_file(tmp_path: Path, site: Any) -> Callable[..., Path]:
     """``probe --json`` of a site with torch 2.5.1+cu121 and flash-attn 2.6.3, on an H100; the
     returned function writes a copy with ``edit`` applied to its JSON."""
-    site = Site(tmp_path / "site-packages")
-    site.path.mkdir()
     site.install("torch", "2.5.1+cu121", torch_cuda="12.1")
     site.install("flash-attn", "2.6.3")
     probed = cli("probe", "--json", "--path", site.path)
@@ -137,9 +134,7 @@ def test_conda_versions_read_as_numbers_are_checked(tmp_path: Path, line: str, v
         assert_one_line_error(cli(command, "-r", conda, "--gpu", "sm_90"), "environment.yml:4", value)
 
 
-def test_a_torch_version_py_with_a_malformed_cuda_is_a_problem(tmp_path: Path) -> None:
-    site = Site(tmp_path / "sp")
-    site.path.mkdir()
+def test_a_torch_version_py_with_a_malformed_cuda_is_a_problem(site: Any) -> None:
     site.install("torch", "2.5.1+cu121", torch_cuda="12.x")
     site.install("flash-attn", "2.6.3")
     for command in (["check"], ["wheel", "flash-attn"]):

@@ -15,7 +15,7 @@ from attn_doctor.engine.loader import RuleSet
 from attn_doctor.engine.matcher import Finding, Verdict, match, with_probe
 from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.facts.model import Environment
-from attn_doctor.probes.observation import Observation
+from attn_doctor.probes.observation import Observation, ProbeVerdict
 from attn_doctor.progress import QUIET, Progress
 from attn_doctor.releases.facts import snapshot
 
@@ -66,7 +66,7 @@ def run_check(
         if rule_id not in known_ids:
             problems.append(f"{config.path} [tool.attn-doctor.ignore]: no rule {rule_id!r}")
     findings = [match(rule, env, ignored=config.ignore.get(rule.id)) for rule in ruleset.stack_rules]
-    observed = {item.rule: item for item in observations or []}
+    observed = deciding_observations(observations or [])
     findings = [with_probe(f, observed[f.rule.id]) if f.rule.id in observed else f for f in findings]
     order = {Verdict.AFFECTED: 0, Verdict.UNKNOWN: 1, Verdict.NOT_AFFECTED: 2}
     findings.sort(key=lambda f: (order[f.verdict], SEVERITIES.index(f.rule.severity), f.rule.id))
@@ -80,6 +80,21 @@ def run_check(
     )
 
 
+# which observation of a rule counts when several saw it (probes, one scan per --source checkout):
+# one that saw the bug is enough, whatever order the options came in
+_PRECEDENCE = (ProbeVerdict.AFFECTED, ProbeVerdict.NOT_AFFECTED, ProbeVerdict.ERROR, ProbeVerdict.SKIPPED)
+
+
+def deciding_observations(observations: list[Observation]) -> dict[str, Observation]:
+    """Per rule, the observation that decides: affected over not affected over failed over skipped."""
+    observed: dict[str, Observation] = {}
+    for item in observations:
+        kept = observed.get(item.rule)
+        if kept is None or _PRECEDENCE.index(item.verdict) < _PRECEDENCE.index(kept.verdict):
+            observed[item.rule] = item
+    return observed
+
+
 def observe(
     env: Environment, live: bool, sources: list[Path], timeout_s: float, progress: Progress = QUIET
 ) -> tuple[list[Observation], list[str]]:
@@ -89,7 +104,6 @@ def observe(
     problems: list[str] = []
     if live:
         from attn_doctor.probes.catalogue import PROBES
-        from attn_doctor.probes.observation import ProbeVerdict
         from attn_doctor.probes.runner import run_probes
 
         with progress:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR = 2, 3
 MAX_ERROR_CHARS = 500
 MAX_TIMEOUT_S = 7 * 24 * 3600  # a week: longer is a typo (1e308), and past ~9.2e9 s waits overflow
-FORMATS = ("rich", "json", "markdown", "sarif", "junit", "github", "gitlab")
+FORMATS = ("rich", "json", "markdown", "sarif", "junit", "github", "gitlab", "npd")
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -62,10 +62,41 @@ def _one_line_errors(command: F) -> F:
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
         except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
-            _error(f"internal error: {type(exc).__name__}: {exc} (please report it)")
+            _error(_internal_error(exc))
             raise typer.Exit(EXIT_INTERNAL_ERROR) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _stopped_on_stdout(command: F) -> F:
+    """Under _one_line_errors: a --format read by a machine on stdout (npd) says there too why the
+    command stopped before a result; the stderr line and the exit code stay _one_line_errors'."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        output_format = str(kwargs.get("output_format"))
+        try:
+            return command(*args, **kwargs)
+        except InputError as exc:
+            _write_stopped(output_format, str(exc), EXIT_INPUT_ERROR)
+            raise
+        except (typer.Exit, typer.Abort, KeyboardInterrupt, BrokenPipeError):
+            raise
+        except Exception as exc:
+            _write_stopped(output_format, _internal_error(exc), EXIT_INTERNAL_ERROR)
+            raise
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _write_stopped(output_format: str, message: str, exit_code: int) -> None:
+    from attn_doctor.report import stopped_text
+
+    sys.stdout.write(stopped_text(output_format, message, exit_code))
+
+
+def _internal_error(exc: Exception) -> str:
+    return f"internal error: {type(exc).__name__}: {exc} (please report it)"
 
 
 def _seconds(value: float) -> float:
@@ -222,6 +253,7 @@ ProbeTimeoutOption = Annotated[
 
 @app.command(short_help="Check this machine, or a target, against known-bad stacks.")
 @_one_line_errors
+@_stopped_on_stdout
 def check(
     gpu: GpuOption = [],  # noqa: B006 - typer reads the default, never mutates it
     pin: PinOption = [],  # noqa: B006
@@ -306,18 +338,20 @@ def check(
         probe_timeout,
         Progress(live=_live_progress(output_format), verbose=verbose),
     )
-    _print_report(result, output_format, verbose)
+    exit_code = _print_report(result, output_format, verbose)
     for problem in result.problems:
         _error(problem)
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(exit_code)
 
 
-def _print_report(result: Any, output_format: str, verbose: bool) -> None:
+def _print_report(result: Any, output_format: str, verbose: bool) -> int:
+    """Print the report; the exit code its format gives it."""
     if output_format != "rich":
-        from attn_doctor.report import formatter
+        from attn_doctor.report import machine_format
 
-        sys.stdout.write(formatter(output_format)(result))
-        return
+        chosen = machine_format(output_format)
+        sys.stdout.write(chosen.render(result))
+        return int(chosen.exit_code(result))
     from attn_doctor.report.text import fitted, plain, render_lines
     from attn_doctor.report.width import terminal_width
 
@@ -331,6 +365,7 @@ def _print_report(result: Any, output_format: str, verbose: bool) -> None:
             console.print(Text(text, style=style))
     else:
         sys.stdout.write(plain(lines))
+    return int(result.exit_code)
 
 
 def _live_progress(output_format: str) -> bool:

@@ -7,6 +7,7 @@ reported after the findings, and make the exit code 2.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,9 @@ class CheckResult:
     problems: list[str] = field(default_factory=list)
     fail_on_unknown: bool = False
     notes: list[str] = field(default_factory=list)  # facts the report must qualify
+    # the check's own timing, where the command measured it (only `--format prometheus` prints it)
+    duration_s: float | None = None  # from the start of the command to this result
+    finished_at: float | None = None  # Unix time of this result
 
     def failing(self) -> list[Finding]:
         """Findings that fail the run: affected (or unknown, when asked), severe enough, not ignored."""
@@ -131,8 +135,14 @@ def checkup(
     sources: list[Path] | None = None,
     probe_timeout_s: float = 120.0,
     progress: Progress = QUIET,
+    started: float | None = None,
 ) -> CheckResult:
-    """`check` after the facts: probes and source scans, then every rule."""
+    """`check` after the facts: probes and source scans, then every rule. ``started``: the
+    ``time.monotonic()`` at which the command started, to time the whole check."""
     observations, observe_problems = observe(env, live, sources or [], probe_timeout_s, progress)
     problems = [*fact_problems, *observe_problems]
-    return run_check(env, ruleset, config, fail_on, fail_on_unknown, problems, observations)
+    result = run_check(env, ruleset, config, fail_on, fail_on_unknown, problems, observations)
+    if started is not None:
+        result.duration_s = time.monotonic() - started
+        result.finished_at = time.time()
+    return result

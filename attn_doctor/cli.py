@@ -9,6 +9,7 @@ import functools
 import math
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR = 2, 3
 MAX_ERROR_CHARS = 500
 MAX_TIMEOUT_S = 7 * 24 * 3600  # a week: longer is a typo (1e308), and past ~9.2e9 s waits overflow
-FORMATS = ("rich", "json", "markdown", "sarif", "junit", "github", "gitlab", "npd")
+FORMATS = ("rich", "json", "markdown", "sarif", "junit", "github", "gitlab", "npd", "prometheus", "verdict")
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -306,6 +307,7 @@ def check(
     ] = 60.0,
 ) -> None:
     """Check this machine (or a target) against the rules database of known-bad combinations."""
+    started = time.monotonic()  # --format prometheus reports the check's duration
     from attn_doctor import check as checking
     from attn_doctor.config import FAIL_ON_LEVELS, project_config
     from attn_doctor.engine.loader import database_path, load_rules
@@ -337,6 +339,7 @@ def check(
         source,
         probe_timeout,
         Progress(live=_live_progress(output_format), verbose=verbose),
+        started,
     )
     exit_code = _print_report(result, output_format, verbose)
     for problem in result.problems:

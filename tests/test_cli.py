@@ -50,7 +50,7 @@ NOT_IN_CHECK = (
 )
 
 
-@pytest.mark.parametrize("output_format", ["rich", "json", "markdown"])
+@pytest.mark.parametrize("output_format", ["rich", "json", "markdown", "npd", "prometheus", "verdict"])
 def test_check_imports_no_heavy_library_and_no_other_command(output_format):
     # not a TTY: the rich format prints plain text without importing rich
     names = NOT_IN_CHECK + (("rich",) if output_format == "rich" else ())

@@ -24,6 +24,8 @@ _MODULES = {
     "github": "github",
     "gitlab": "gitlab",
     "npd": "npd",
+    "prometheus": "prometheus",
+    "verdict": "verdict",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -356,3 +357,54 @@ def test_verdict_unreadable_env_file_is_a_document_with_exit_2(tmp_path, content
         [],
     )
     assert "node.json" in document["problems"][0] and document["summary"].startswith("unknown: stopped: ")
+
+
+# --- docs/output.md shows what the CLI prints -----------------------------------------------------
+
+DOCS = (REPO / "docs" / "output.md").read_text()
+_MOVING = re.compile(r"^(attn_doctor_check_(?:duration|timestamp)_seconds) \S+$", re.M)
+
+
+def _examples(heading: str) -> list[tuple[list[str], str]]:
+    """The ``$ attn-doctor check ...`` examples of a docs section: the arguments and what follows."""
+    section = DOCS.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    examples = []
+    for block in re.findall(r"```text\n(.*?)```", section, re.S):
+        for command, output in re.findall(
+            r"^\$ attn-doctor (check [^\n|;]*)[^\n]*\n(.*?)(?=^\$ |\Z)", block, re.M | re.S
+        ):
+            examples.append((command.split(), output))
+    return examples
+
+
+def test_docs_npd_examples_are_real(monkeypatch):
+    monkeypatch.chdir(REPO)
+    examples = [(args, out) for args, out in _examples("Node Problem Detector (`check --format npd`)")]
+    fixtures = [(args, out) for args, out in examples if Path(args[2]).exists() and "--rules" not in args]
+    assert len(fixtures) == 2
+    for args, output in fixtures:
+        result = cli(*args)
+        assert f"{result.stdout}exit {result.exit_code}\n" == output
+
+
+def test_docs_prometheus_examples_are_real(monkeypatch):
+    monkeypatch.chdir(REPO)
+    examples = _examples("Prometheus textfile (`check --format prometheus`)")
+    assert len(examples) == 2
+    for args, output in examples:
+        shown = [line for line in cli(*args).stdout.splitlines() if 'verdict="not-affected"' not in line]
+        assert _MOVING.sub(r"\1 X", "\n".join(shown) + "\n") == _MOVING.sub(r"\1 X", output)
+
+
+def test_docs_verdict_examples_are_real_and_every_field_is_documented(monkeypatch):
+    monkeypatch.chdir(REPO)
+    examples = _examples("Node verdict (`check --format verdict`)")
+    assert len(examples) == 2
+    for args, output in examples:
+        assert json.loads(output) == json.loads(cli(*args).stdout)
+    section = DOCS.split("\n## Node verdict (`check --format verdict`)\n", 1)[1].split("\n## ", 1)[0]
+    fields = {*VERDICT_SCHEMA["properties"], *VERDICT_SCHEMA["properties"]["stack"]["oneOf"][1]["properties"]}
+    fields |= set(VERDICT_SCHEMA["properties"]["findings"]["items"]["properties"])
+    fields |= set(VERDICT_SCHEMA["properties"]["findings"]["items"]["properties"]["action"]["properties"])
+    documented = set(re.findall(r"`(?:[\w\[\]]+\.)?(\w+)(?:\[\])?`", section))
+    assert fields - documented <= {"schema", "schema_version", "tool"}

@@ -255,3 +255,44 @@ def test_the_plugin_checks_the_images_python_stack_by_default(site, tmp_path: Pa
     assert assert_keeps_the_contract(done, MAX_OUTPUT_LENGTH).startswith(
         "attn-doctor: xformers-built-for-another-torch (error)"
     )
+
+
+def test_the_preflight_init_container_checks_the_workloads_own_image() -> None:
+    [job] = load_all("preflight-job.yaml")
+    pod = job["spec"]["template"]["spec"]
+    [preflight] = pod["initContainers"]
+    [train] = pod["containers"]
+
+    assert preflight["image"] == train["image"]  # the stack lives in the job's image
+    assert preflight["resources"]["limits"] == train["resources"]["limits"]  # the same GPUs
+    assert preflight["command"][:4] == ["attn-doctor", "check", "--format", "verdict"]
+    assert pod["restartPolicy"] == "Never"
+    assert preflight["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
+@pytest.mark.parametrize(
+    ("env_file", "exit_code", "severity"),
+    [(HEALTHY, 0, "pass"), (OLD_DRIVER, 1, "critical"), (None, 2, None)],
+    ids=["healthy", "driver-too-old", "broken-input"],
+)
+def test_the_preflight_command_stops_the_pod_on_a_critical_verdict(
+    env_file: Path | None, exit_code: int, severity: str | None, tmp_path: Path
+) -> None:
+    """The init container's own words, with the facts of a node given as an env file."""
+    [job] = load_all("preflight-job.yaml")
+    [preflight] = job["spec"]["template"]["spec"]["initContainers"]
+    if env_file is None:
+        env_file = tmp_path / "node7.json"
+        env_file.write_text("{not json")
+    command = [str(DOCTOR), *preflight["command"][1:], "--env-file", str(env_file)]
+
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+    assert done.returncode == exit_code, done.stdout + done.stderr
+    if severity is None:  # the tool's failure: one line on stderr naming the file
+        assert done.stderr.count("\n") == 1 and "node7.json" in done.stderr, done.stderr
+        return
+    verdict = json.loads(done.stdout)
+    schema = json.loads((REPO / "attn_doctor" / "schemas" / "verdict.schema.json").read_text())
+    jsonschema.validate(verdict, schema)
+    assert (verdict["overall_severity"], verdict["exit_code"]) == (severity, exit_code)

@@ -275,6 +275,20 @@ def test_the_task_prolog_checks_the_jobs_venv(node: dict[str, str], site, tmp_pa
     assert lines[1].startswith("attn-doctor: xformers-built-for-another-torch [error]")
 
 
+def test_the_task_prolog_checks_the_site_packages_of_the_jobs_python3(node: dict[str, str], site) -> None:
+    """No venv: the job's python3 names its site-packages (here a stand-in python3 first on PATH)."""
+    site.install("torch", "2.6.0+cu124", torch_cuda="12.4")
+    site.install("xformers", "0.0.28.post3")
+    python3 = Path(node["PATH"].split(os.pathsep)[0]) / "python3"
+    python3.write_text(f"#!/bin/sh\necho {site.path}\n")
+    python3.chmod(0o755)
+
+    done = run_task_prolog(node)
+
+    lines = assert_only_print_lines(done.stdout)
+    assert lines[0] == f"attn-doctor: 1 known problem(s) in {site.path}:", done.stdout + done.stderr
+
+
 def test_the_task_prolog_is_silent_on_a_healthy_stack_and_on_other_tasks(node: dict[str, str]) -> None:
     assert run_task_prolog(node, ATTN_DOCTOR_ENV_FILE=str(HEALTHY)).stdout == ""
     other_task = run_task_prolog(node, ATTN_DOCTOR_ENV_FILE=str(PYTHON_ONLY), SLURM_LOCALID="3")

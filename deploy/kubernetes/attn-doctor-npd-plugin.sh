@@ -14,7 +14,8 @@
 #   ATTN_DOCTOR           the program (default /opt/attn-doctor/bin/attn-doctor)
 #   ATTN_DOCTOR_STACK     the venv or site-packages folder to check (default: every site-packages
 #                         folder of the image's python3, ATTN_DOCTOR_STACK_PYTHON)
-#   ATTN_DOCTOR_ENV_FILE  check these facts (`attn-doctor probe --json`) instead
+#   ATTN_DOCTOR_ENV_FILE  check these facts (`attn-doctor probe --json`) instead (an absolute
+#                         path: the check runs from /)
 
 ATTN_DOCTOR=${ATTN_DOCTOR:-/opt/attn-doctor/bin/attn-doctor}
 

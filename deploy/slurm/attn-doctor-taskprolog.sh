@@ -14,8 +14,7 @@
 #                         /opt/attn-doctor/bin/attn-doctor)
 #   ATTN_DOCTOR_STACK     the venv or site-packages folder to check (`check --path`); default: the
 #                         job's venv ($VIRTUAL_ENV), else the site-packages of the job's python3,
-#                         unless attn-doctor is installed in the job's own environment (then it
-#                         checks the environment it runs in)
+#                         else (no python3) the environment attn-doctor runs in
 #   ATTN_DOCTOR_ENV_FILE  check these facts (`attn-doctor probe --json`) instead
 #   ATTN_DOCTOR_ARGS      more options for `check`, split at spaces (`--feature flash_attention_2`)
 #   ATTN_DOCTOR_TASKS     `first` (default): only the first task on each node (SLURM_LOCALID 0)
@@ -30,12 +29,9 @@ say() {
     printf 'print attn-doctor: %s\n' "$*"
 }
 
-own=
 if [ -n "${ATTN_DOCTOR:-}" ]; then
     doctor=$ATTN_DOCTOR
-elif doctor=$(command -v attn-doctor 2>/dev/null); then
-    own=yes
-else
+elif ! doctor=$(command -v attn-doctor 2>/dev/null); then
     doctor=/opt/attn-doctor/bin/attn-doctor
 fi
 if [ ! -x "$doctor" ]; then
@@ -54,10 +50,10 @@ if [ -n "${ATTN_DOCTOR_ENV_FILE:-}" ]; then
 elif [ -n "${ATTN_DOCTOR_STACK:-}" ]; then
     set -- "$@" --path "$ATTN_DOCTOR_STACK"
     what=$ATTN_DOCTOR_STACK
-elif [ -n "${VIRTUAL_ENV:-}" ] && [ -z "$own" ]; then
+elif [ -n "${VIRTUAL_ENV:-}" ]; then
     set -- "$@" --path "$VIRTUAL_ENV"
     what=$VIRTUAL_ENV
-elif [ -z "$own" ] && stack=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null); then
+elif stack=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null); then
     set -- "$@" --path "$stack"
     what=$stack
 else

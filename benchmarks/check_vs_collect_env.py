@@ -12,7 +12,8 @@ FlashAttention-2, packing and torch.compile), so its time includes the project s
   so the scan must run (on this machine's own stack no rule needs a feature, and the scan, which
   runs only when a feature's use is asked, reads no file).
 
-Target: `check (project)` at most 8% of collect_env's wall time.
+Target: `check (project)` at most 8% of collect_env's wall time; each node check (`--format npd`,
+`prometheus`, `verdict`, deploy/'s NPD plugin and SLURM Prolog on this machine's stack) at most 0.3 s.
 
     python benchmarks/check_vs_collect_env.py --runs 7 --project-files 3000
 """
@@ -30,6 +31,7 @@ import time
 from pathlib import Path
 
 TARGET_RATIO = 0.08
+REPO = Path(__file__).resolve().parents[1]
 
 MODULE = '''"""Model code {index}: a decoder block and its helpers."""
 
@@ -107,6 +109,21 @@ def wall_time(command: list[str], cwd: Path, env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
+def node_checks(base: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """The fleet integrations (deploy/, docs/fleet.md) on this machine's stack: a node check must
+    cost no more than `check` itself (issue 29: at most 0.3 s on the 2-core machine)."""
+    program = str(Path(sys.executable).with_name("attn-doctor"))
+    node = {**base, "ATTN_DOCTOR": program, "ATTN_DOCTOR_PYTHON": sys.executable, "SCONTROL": "true"}
+    check = [program, "check", "--no-scan"]
+    return {
+        "check --format npd": ([*check, "--format", "npd"], base),
+        "check --format prometheus": ([*check, "--format", "prometheus"], base),
+        "check --format verdict": ([*check, "--format", "verdict"], base),
+        "NPD plugin script": ([str(REPO / "deploy/kubernetes/attn-doctor-npd-plugin.sh")], node),
+        "SLURM Prolog script": ([str(REPO / "deploy/slurm/attn-doctor-prolog.sh")], node),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs of each (after a warm-up)")
@@ -127,6 +144,7 @@ def main() -> None:
             "check, scan needed (project)": (needs_scan, base),
             "check, scan needed, cold cache": (needs_scan, {**base, "ATTN_DOCTOR_CACHE": str(cold)}),
             "torch collect_env": ([sys.executable, "-m", "torch.utils.collect_env"], base),
+            **node_checks(base),
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
         for command, env in commands.values():

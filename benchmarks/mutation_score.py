@@ -283,9 +283,10 @@ def merge_child_hits(workdir: Path) -> int:
 
 def trim_tests(workdir: Path, part: Part, budget: float) -> tuple[int, int]:
     """Give each function of ``part`` the fastest of the tests that reach it, up to ``budget``
-    seconds of them as mutmut measured them, and every test of tests/test_mutants*.py (written to
-    kill its mutants). mutmut runs a mutant's tests until one fails: a survivor costs all of them,
-    and the functions every `check` reaches have some 300 tests (8 minutes). Every test mutmut
+    seconds of them as mutmut measured them, every test of tests/test_mutants*.py (written to
+    kill its mutants) and every test of the module's own tests (tests/test_MODULE*.py). mutmut
+    runs a mutant's tests until one fails: a survivor costs all of them, and the functions every
+    `check` reaches have some 300 tests (8 minutes). Every test mutmut
     ever recorded for a function is kept in ``tests-full.json``. Returns (tests kept, tests in all)."""
     stats_path, full_path = workdir / "mutants" / "mutmut-stats.json", workdir / "mutants" / "tests-full.json"
     stats = json.loads(stats_path.read_text())
@@ -299,7 +300,8 @@ def trim_tests(workdir: Path, part: Part, budget: float) -> tuple[int, int]:
     for function, tests in full.items():
         if not part.has_function(function):
             continue
-        aimed = sorted(t for t in tests if t.startswith(AIMED_TESTS) and t in durations)
+        own = f"tests/test_{function.rpartition('.')[0].rpartition('.')[2]}"  # forkserver: test_forkserver*
+        aimed = sorted(t for t in tests if t.startswith((AIMED_TESTS, own)) and t in durations)
         others = sorted(
             (t for t in tests if t not in aimed and t in durations), key=lambda t: (durations[t], t)
         )

@@ -501,9 +501,9 @@ def run_part(part: Part, args: argparse.Namespace) -> float:
         if not survivors:
             print(f"{part.name}: no survivor to confirm")
             return 0.0
-        _, seen = trim_tests(args.workdir, part, 0)
+        kept, seen = trim_tests(args.workdir, part, args.budget)
         print(
-            f"{part.name}: {len(survivors)} survivors again with all {seen} (function, test) pairs, log {log}"
+            f"{part.name}: {len(survivors)} survivors again; {kept} of {seen} (function, test) pairs; {log}"
         )
         if mutmut(args.workdir, env, survivors, log, args.max_children):
             sys.exit(f"mutmut failed; see {log}")
@@ -568,7 +568,9 @@ def main() -> None:
     )
     parser.add_argument("--retest", action="store_true", help="run again the mutants already decided")
     parser.add_argument(
-        "--confirm", action="store_true", help="run the survivors again with every test that reaches them"
+        "--confirm",
+        action="store_true",
+        help="run the survivors again, with a larger --budget (0: every test that reaches them)",
     )
     parser.add_argument(
         "--budget",

@@ -4,16 +4,22 @@ mutants it kills (mutmut's ``x_<function>__mutmut_<n>``) and what they would hav
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
+import pytest
 from referencing import Registry, Resource
 from support import REPO
 
-from attn_doctor.wrap.diagnose import banner
+from attn_doctor.engine.matcher import Verdict
+from attn_doctor.report.github import gh_data
+from attn_doctor.wrap.diagnose import Diagnosis, _size, banner, diagnose, to_github, to_text
+from attn_doctor.wrap.tail import OutputTail
 
 SCHEMAS = REPO / "attn_doctor" / "schemas"
 # what a CUDA kernel's failed assertion prints: CUDA reports it at a later call, asynchronously
@@ -94,3 +100,95 @@ def test_a_banner_title_that_just_fits_stays_on_the_rule():
     [line] = banner("x" * 72, 80)
     assert line == f"── {'x' * 72} ────" and len(line) == 80
     assert len(banner("x" * 73, 80)) == 2
+
+
+SEED_A = REPO / "tests" / "logs" / "seed_a.log"  # gemma2 under FA2: a device-side assert
+
+
+def tail_of(data: bytes) -> OutputTail:
+    tail = OutputTail()
+    tail.feed(data)
+    return tail
+
+
+@pytest.fixture(scope="module")
+def seed_a() -> tuple[Diagnosis, OutputTail]:
+    tail = tail_of(SEED_A.read_bytes())
+    return diagnose(["python", "train.py"], 1, tail, blocking=False), tail
+
+
+def test_diagnose_explains_the_output_it_was_given(seed_a):
+    """x_diagnose__mutmut_24 (``explain(str(None), ...)``): the command's output is what gets
+    explained; the mutant read a file named "None" and turned the diagnosis into an input problem."""
+    diagnosis, _ = seed_a
+    assert diagnosis.explanation is not None and diagnosis.problems == []
+    assert diagnosis.explanation.causes[0].finding.rule.id == "gemma2-fa2-generate-4d-mask"
+    assert diagnosis.asynchronous and diagnosis.printed == SEED_A.stat().st_size
+
+
+def test_github_annotations_name_each_cause_and_the_synchronous_rerun(seed_a):
+    """x_to_github__mutmut_2, 10, 14, 15, 29: an annotation per cause (``error``, or ``notice``
+    where the stack is not affected), whose message says how the command ended, the rule's title,
+    fix and first reference; and the rerun under CUDA_LAUNCH_BLOCKING=1 after an asynchronous
+    CUDA error. The mutants dropped the causes, wrote ``NOTICE`` (GitHub ignores the line), or
+    printed ``None`` for the message or the hint."""
+    diagnosis, _ = seed_a
+    cause = diagnosis.explanation.causes[0]
+    rule = cause.finding.rule
+    lines = to_github(diagnosis).splitlines()
+    kind = "notice" if cause.finding.verdict is Verdict.NOT_AFFECTED else "error"
+    assert lines[0] == (
+        f"::{kind} title=attn-doctor {rule.id}::"
+        + gh_data(
+            f"The command exited with code 1: {rule.title}. Fix: {rule.fix_summary} See {rule.references[0]}"
+        )
+    )
+    assert lines[-1] == (
+        "::notice title=attn-doctor::CUDA reported the error asynchronously; rerun with: "
+        "CUDA_LAUNCH_BLOCKING=1 python train.py"
+    )
+    explanation = copy.copy(diagnosis.explanation)
+    explanation.causes = [replace(cause, finding=replace(cause.finding, verdict=Verdict.NOT_AFFECTED))]
+    quiet = to_github(replace(diagnosis, explanation=explanation))
+    assert quiet.startswith(f"::notice title=attn-doctor {rule.id}::The command exited with code 1: ")
+
+
+def test_the_text_diagnosis_at_a_given_width(seed_a):
+    """x_to_text__mutmut_2, 34, 35, 36, 40, 44, 51, 65: the banner is as wide as the terminal
+    (not BANNER_WIDTH's 80), the explanation follows it without a second blank line, and the
+    advice on asynchronous errors is wrapped flush left at the width. The mutants drew an 80-column
+    banner on a 100-column terminal, left a blank line too many, or indented wrapped advice."""
+    diagnosis, tail = seed_a
+    text = to_text(diagnosis, tail, 100)
+    lines = text.splitlines()
+    title = "attn-doctor: the command exited with code 1; diagnosis of its output"
+    assert lines[1] == f"── {title} {'─' * (100 - len(title) - 4)}"
+    assert "gemma2-fa2-generate-4d-mask" in text and "\n\n\n" not in text
+    narrow = to_text(diagnosis, tail, 40).splitlines()
+    start = narrow.index("CUDA reported this error asynchronously:")
+    assert narrow[start + 1].startswith("the traceback") and all(len(line) <= 40 for line in narrow[start:])
+    advice = narrow[start : next(i for i, line in enumerate(narrow) if "synchronous launches:" in line) + 1]
+    assert len(advice) > 2 and not any(line.startswith(" ") for line in advice), advice
+
+
+def test_output_that_could_not_be_read_back_or_has_no_known_cause():
+    """x_to_text__mutmut_8, x__amount__mutmut_1, x__count__mutmut_3, x__size__mutmut_2, 11: how
+    much output there was, in the unit that reads best (1 byte, 12 bytes, 2 KiB, 3 MiB), where the
+    output file could not be read back and where nothing in it is a known cause."""
+    unreadable = OutputTail()
+    unreadable.total = 2048
+    gone = Diagnosis(["python", "t.py"], 1, None, False, [], 2048)
+    assert to_text(gone, unreadable, None) == (
+        "attn-doctor: the command exited with code 1; its 2 KiB of output could not be read back.\n"
+    )
+    tail = tail_of(b"hello world\n")
+    plain = diagnose(["python", "t.py"], 1, tail, blocking=False)
+    assert "Read all it printed: 1 line (12 bytes)." in to_text(plain, tail, None).splitlines()
+    assert [_size(n) for n in (1, 1023, 2048, 3 * 1024 * 1024)] == ["1 byte", "1,023 bytes", "2 KiB", "3 MiB"]
+
+
+def test_a_banner_title_too_long_goes_under_a_bare_rule():
+    """x_banner__mutmut_11, 12, 16: a title wider than the terminal goes on lines of its own, under
+    a rule of the terminal's width."""
+    lines = banner("x" * 100, 40)
+    assert lines[0] == "─" * 40 and "".join(lines[1:]) == "x" * 100

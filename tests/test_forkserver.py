@@ -65,18 +65,43 @@ def test_a_timeout_kills_the_forked_childs_whole_group(env):
 @pytest.mark.parametrize(
     ("behaviour", "said"),
     [
-        ("segfault", "the fork server failed: it exited while importing (code -11)"),
-        ("hang", "the fork server failed: it had not finished importing after 3 s"),
+        (
+            "segfault",
+            "(the fork server failed: it exited while importing (code -11): ",
+        ),  # + faulthandler's line
+        (
+            "exit",
+            "(the fork server failed: it exited while importing (code 3): preloaded: cannot start here)",
+        ),
+        ("hang", "(the fork server failed: it had not finished importing after 3 s)"),
     ],
 )
 def test_a_server_that_dies_or_hangs_while_importing_means_fresh_processes(env, monkeypatch, behaviour, said):
     monkeypatch.setenv("ATTN_DOCTOR_TEST_PRELOAD", behaviour)
     with Launcher({**env, "ATTN_DOCTOR_TEST_PRELOAD": behaviour}, PRELOAD, timeout_s=3) as launcher:
         output = launcher.run(CHILD, ["where"], timeout_s=3)
-        assert said in launcher.note
-        assert launcher.note.startswith("each child in a fresh process")
+        assert launcher.note.startswith(f"each child in a fresh process {said}")
+        assert behaviour == "segfault" or launcher.note == f"each child in a fresh process {said}"
     # the fresh child imports the module itself, and meets the same fate
-    assert output.returncode == -11 if behaviour == "segfault" else output.timed_out
+    if behaviour == "hang":
+        assert output.timed_out
+    else:
+        assert output.returncode == {"segfault": -11, "exit": 3}[behaviour]
+
+
+def test_a_server_that_dies_under_a_child_means_fresh_processes_from_then_on(env):
+    """The server killed while a child runs (the OOM killer's choice): that child runs again in a
+    fresh process, and so does every later one; the note says why."""
+    with Launcher(env, PRELOAD) as launcher:
+        first = launcher.run(CHILD, ["kill-the-server"], timeout_s=60)
+        note = launcher.note
+        second = launcher.run(CHILD, ["where"], timeout_s=60)
+    assert (first.returncode, first.stdout) == (0, "fresh\n")
+    assert note == (
+        "each child in a fresh process (the fork server failed: it exited while a child was running;"
+        " the rest ran in fresh processes)"
+    )
+    assert second.returncode == 5 and json.loads(second.stdout.splitlines()[0])["ppid"] == os.getpid()
 
 
 def test_cuda_initialised_by_an_import_means_fresh_processes(env, tmp_path, monkeypatch):

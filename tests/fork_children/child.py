@@ -1,5 +1,5 @@
 """A child for the launcher tests: ``main([what])`` says where it runs, or spawns a grandchild
-and hangs, or reports a preloaded module it did not import itself."""
+and hangs, or kills the fork server it was forked from."""
 
 from __future__ import annotations
 
@@ -22,6 +22,12 @@ def main(args: list[str]) -> int:
         grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         print(json.dumps({"grandchild": grandchild.pid}), flush=True)
         time.sleep(600)
+    if what == "kill-the-server":  # as the OOM killer would: the server dies under a running child
+        if "attn_doctor.forkserver" in sys.orig_argv:  # forked: the parent is the server, not a test
+            os.kill(os.getppid(), 9)
+            time.sleep(600)
+        print("fresh")
+        return 0
     raise SystemExit(f"unknown {what}")
 
 

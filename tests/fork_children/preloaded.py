@@ -12,5 +12,8 @@ if _behaviour == "segfault":
     ctypes.string_at(0)
 if _behaviour == "hang":
     time.sleep(600)
+if _behaviour == "exit":  # one line on stderr, then exit 3: what an import that fails says
+    os.write(2, b"preloaded: cannot start here\n")
+    os._exit(3)
 with open(os.environ["ATTN_DOCTOR_TEST_IMPORTS"], "a") as imports:
     imports.write(f"{os.getpid()}\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -56,7 +57,9 @@ def test_a_timeout_kills_the_forked_childs_whole_group(env):
     with Launcher(env, PRELOAD) as launcher:
         started = time.monotonic()
         output = launcher.run(CHILD, ["grandchild-then-hang"], timeout_s=3)
+        note = launcher.note
     assert output.timed_out and output.returncode == -9
+    assert note.startswith("children forked from one process")  # a timeout is the child's, not the server's
     assert time.monotonic() - started < 30
     grandchild = json.loads(output.stdout.splitlines()[0])["grandchild"]
     assert _dies(grandchild)
@@ -73,6 +76,7 @@ def test_a_timeout_kills_the_forked_childs_whole_group(env):
             "exit",
             "(the fork server failed: it exited while importing (code 3): preloaded: cannot start here)",
         ),
+        ("silent", "(the fork server failed: it exited while importing (code 4): no output)"),
         ("hang", "(the fork server failed: it had not finished importing after 3 s)"),
     ],
 )
@@ -86,7 +90,20 @@ def test_a_server_that_dies_or_hangs_while_importing_means_fresh_processes(env, 
     if behaviour == "hang":
         assert output.timed_out
     else:
-        assert output.returncode == {"segfault": -11, "exit": 3}[behaviour]
+        assert output.returncode == {"segfault": -11, "exit": 3, "silent": 4}[behaviour]
+
+
+def test_a_preload_that_prints_on_stdout_still_forks_and_the_note_names_the_stack(env):
+    """The server's stdout is its protocol: a banner a library prints on import is skipped, not
+    the end of the server; the note names what was preloaded, not attn-doctor's own modules."""
+    chatty = {**env, "ATTN_DOCTOR_TEST_PRELOAD": "chatty"}
+    with Launcher(chatty, ["attn_doctor.redact", *PRELOAD]) as launcher:
+        output = launcher.run(CHILD, ["where"], timeout_s=60)
+        note = launcher.note
+    assert output.returncode == 5 and json.loads(output.stdout.splitlines()[0])["ppid"] != os.getpid()
+    assert re.fullmatch(
+        r"children forked from one process that imported tests\.fork_children\.preloaded in [0-9.]+ s", note
+    )
 
 
 def test_a_server_that_dies_under_a_child_means_fresh_processes_from_then_on(env):

@@ -1,5 +1,5 @@
 """Imported by the fork server before it forks; what it does on import, the test picks through
-ATTN_DOCTOR_TEST_PRELOAD: count its imports in a file, crash the server, or hang it."""
+ATTN_DOCTOR_TEST_PRELOAD: count its imports in a file, crash, exit, hang or print on stdout."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ if _behaviour == "segfault":
     ctypes.string_at(0)
 if _behaviour == "hang":
     time.sleep(600)
+if _behaviour == "silent":  # exits without a word
+    os._exit(4)
+if _behaviour == "chatty":  # a library that prints a banner on import: the server's stdout is its protocol
+    print("preloaded: a banner on stdout", flush=True)
 if _behaviour == "exit":  # one line on stderr, then exit 3: what an import that fails says
     os.write(2, b"preloaded: cannot start here\n")
     os._exit(3)

@@ -18,7 +18,7 @@ from support import REPO
 
 from attn_doctor.engine.matcher import Verdict
 from attn_doctor.report.github import gh_data
-from attn_doctor.wrap.diagnose import Diagnosis, _size, banner, diagnose, to_github, to_text
+from attn_doctor.wrap.diagnose import Diagnosis, _size, banner, diagnose, to_github, to_json, to_text
 from attn_doctor.wrap.tail import OutputTail
 
 SCHEMAS = REPO / "attn_doctor" / "schemas"
@@ -74,6 +74,19 @@ def test_the_run_report_is_its_schema_s_document(tmp_path: Path):
     assert document["rerun_blocking"].startswith("CUDA_LAUNCH_BLOCKING=1 ")
     assert document["ended"] == "exited with code 1" and document["problems"] == []
     assert text == json.dumps(document, indent=2) + "\n"
+
+
+def test_the_diagnosis_as_json_is_its_schema_s_document(seed_a):
+    """The same in this process (mutmut maps a test to what its own process calls): x_to_json's
+    mutants 5, 7, 14, 17, 19, 23, 24, 33, 35, 36."""
+    diagnosis, _ = seed_a
+    text = to_json(diagnosis)
+    document = json.loads(text)
+    run_schema_validator().validate(document)
+    assert text == json.dumps(document, indent=2) + "\n"
+    assert document["command"] == ["python", "train.py"] and document["ended"] == "exited with code 1"
+    assert document["rerun_blocking"] == "CUDA_LAUNCH_BLOCKING=1 python train.py"
+    assert document["explanation"]["causes"][0]["id"] == "gemma2-fa2-generate-4d-mask"
 
 
 def test_the_run_schema_rejects_a_renamed_key():

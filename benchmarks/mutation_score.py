@@ -362,8 +362,13 @@ def mutmut_names(globs: list[str]) -> list[str]:
         if "*" in glob:
             names.append(glob)
         else:
-            names += [f"{glob}__mutmut_*", f"{glob[:-1]}*{glob[-1]}"]
+            names += [f"{glob}__mutmut_*", function_pattern(glob)]
     return names
+
+
+def function_pattern(function: str) -> str:
+    """A pattern that matches the function itself and none of its mutants (their names end in digits)."""
+    return f"{function[:-1]}*{function[-1]}"
 
 
 def status_of(code: int | None) -> str:
@@ -485,6 +490,17 @@ def wilson_interval(killed: int, decided: int, z: float = 1.96) -> tuple[float, 
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def run_chosen(
+    args: argparse.Namespace, env: dict[str, str], part: Part, log: Path, mutants: list[str], what: str
+) -> None:
+    """mutmut on these mutants, each with its function's tests as trim_tests keeps them."""
+    kept, seen = trim_tests(args.workdir, part, args.budget)
+    print(f"{part.name}: {len(mutants)} {what}; {kept} of {seen} (function, test) pairs; log: {log}")
+    functions = sorted({function_of(n) for n in mutants})
+    if mutmut(args.workdir, env, mutants + [function_pattern(f) for f in functions], log, args.max_children):
+        sys.exit(f"mutmut failed; see {log}")
+
+
 def run_part(part: Part, args: argparse.Namespace) -> float:
     env = environment(args.workdir, args.deselect)
     log = args.workdir / f"mutmut-{part.name}.log"
@@ -494,19 +510,14 @@ def run_part(part: Part, args: argparse.Namespace) -> float:
         statistics_run(args.workdir, env, log)
     merge_child_hits(args.workdir)
     results = load_results(args.workdir)
-    if args.confirm:  # the survivors again, with every test that reaches them
+    if args.confirm:  # the survivors again, with more of the tests that reach them (--budget)
         survivors = sorted(
             n for n, (_, code) in results.items() if part.has(n) and status_of(code) == "survived"
         )
         if not survivors:
             print(f"{part.name}: no survivor to confirm")
             return 0.0
-        kept, seen = trim_tests(args.workdir, part, args.budget)
-        print(
-            f"{part.name}: {len(survivors)} survivors again; {kept} of {seen} (function, test) pairs; {log}"
-        )
-        if mutmut(args.workdir, env, survivors, log, args.max_children):
-            sys.exit(f"mutmut failed; see {log}")
+        run_chosen(args, env, part, log, survivors, "survivors again")
         return time.monotonic() - started
     if args.sample:  # a seeded random sample of the part's mutants not yet decided
         pending = sorted(n for n, (_, code) in results.items() if part.has(n) and code is None)
@@ -515,14 +526,7 @@ def run_part(part: Part, args: argparse.Namespace) -> float:
         if not chosen:
             print(f"{part.name}: {decided} mutants decided, the sample of {args.sample} is complete")
             return 0.0
-        kept, seen = trim_tests(args.workdir, part, args.budget)
-        print(
-            f"{part.name}: {len(chosen)} sampled mutants; {kept} of {seen} (function, test) pairs; log: {log}"
-        )
-        functions = sorted({function_of(n) for n in chosen})
-        names = chosen + [f"{f[:-1]}*{f[-1]}" for f in functions]
-        if mutmut(args.workdir, env, names, log, args.max_children):
-            sys.exit(f"mutmut failed; see {log}")
+        run_chosen(args, env, part, log, chosen, "sampled mutants")
         return time.monotonic() - started
     if args.retest:
         globs = [part.only] if part.only else part.globs

@@ -219,22 +219,27 @@ def sync(source: Path, workdir: Path) -> int:
         (workdir / name).unlink(missing_ok=True)
         (workdir / "mutants" / name).unlink(missing_ok=True)
     manifest.write_text("\n".join(files) + "\n")
+    return changed
+
+
+def install_shim(workdir: Path) -> None:
+    """The children's sitecustomize and the test-order plugin in the work folder, and the .pth."""
     shim = workdir / ".mutation-shim" / "sitecustomize.py"
     shim.parent.mkdir(exist_ok=True)
     shim.write_text(SITECUSTOMIZE)
     (shim.parent / "attn_doctor_mutation_order.py").write_text(ORDER_PLUGIN)
     install_pth()
-    return changed
 
 
 def install_pth() -> None:
     """A .pth in this venv that puts the shim's folder on the path of every Python started with
-    ATTN_DOCTOR_MUTATION_SHIM set (PYTHONPATH is not enough: some tests set their own)."""
+    ATTN_DOCTOR_MUTATION_SHIM set (PYTHONPATH is not enough: some tests set their own). It goes
+    first: Python runs the first ``sitecustomize`` on the path, and Debian's Pythons ship one."""
     if sys.prefix == sys.base_prefix:
         sys.exit("run this from the venv mutmut is installed in (see the docstring), not the base Python")
     pth = Path(sysconfig.get_paths()["purelib"]) / PTH
     pth.write_text(
-        f"import os, sys; {SHIM_VARIABLE} in os.environ and sys.path.append(os.environ[{SHIM_VARIABLE}])\n"
+        f"import os, sys; {SHIM_VARIABLE} in os.environ and sys.path.insert(0, os.environ[{SHIM_VARIABLE}])\n"
     )
 
 
@@ -317,11 +322,14 @@ def trim_tests(workdir: Path, part: Part, budget: float) -> tuple[int, int]:
 
 
 def statistics_run(workdir: Path, env: dict[str, str], log: Path) -> None:
-    """mutmut generates the mutants and runs every test once (statistics), then stops: a name
-    that matches no mutant makes it exit there, before any mutant runs."""
+    """mutmut generates the mutants of the modules that changed and runs every test it has no
+    statistics for yet (all of them the first time), then stops: a name that matches no mutant
+    makes it exit there, before any mutant runs. The sample is drawn after this, from every
+    mutant of the code as it is now."""
     mutmut(workdir, env, ["statistics-only: no mutant has this name"], log, None)
     if not (workdir / "mutants" / "mutmut-stats.json").exists():
         sys.exit(f"mutmut's statistics run failed; see {log}")
+    merge_child_hits(workdir)
 
 
 # ---- results ----------------------------------------------------------------------------------------
@@ -505,10 +513,6 @@ def run_part(part: Part, args: argparse.Namespace) -> float:
     env = environment(args.workdir, args.deselect)
     log = args.workdir / f"mutmut-{part.name}.log"
     started = time.monotonic()
-    if not (args.workdir / "mutants" / "mutmut-stats.json").exists():
-        print(f"{part.name}: mutmut first runs every test once, to learn which tests reach which function")
-        statistics_run(args.workdir, env, log)
-    merge_child_hits(args.workdir)
     results = load_results(args.workdir)
     if args.confirm:  # the survivors again, with more of the tests that reach them (--budget)
         survivors = sorted(
@@ -590,6 +594,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     parser.add_argument("--source", type=Path, default=REPO, help="the checkout to copy (default: this one)")
+    parser.add_argument(
+        "--as-is",
+        action="store_true",
+        help="run the work folder as it is, copying nothing into it (moved to a larger machine)",
+    )
     parser.add_argument("--deselect", action="append", default=[], help="a test node id to leave out")
     parser.add_argument("--max-children", type=int, help="mutmut's workers (default: one per CPU)")
     args = parser.parse_args()
@@ -602,9 +611,15 @@ def main() -> None:
         sys.exit("mutmut is not installed in this Python; see this script's docstring")
     args.workdir.mkdir(parents=True, exist_ok=True)
     if not args.report:
-        changed = sync(args.source, args.workdir)
+        changed = 0 if args.as_is else sync(args.source, args.workdir)
+        install_shim(args.workdir)
         print(f"mutmut {mutmut.__version__}; work folder {args.workdir} ({changed} files updated)")
-    if not args.report:
+        first = not (args.workdir / "mutants" / "mutmut-stats.json").exists()
+        what = "every test once" if first else "the tests it has no statistics for"
+        print(f"mutmut generates the mutants of changed modules and runs {what}", flush=True)
+        statistics_run(
+            args.workdir, environment(args.workdir, args.deselect), args.workdir / "mutmut-stats.log"
+        )
         budget = f"the fastest up to {args.budget:g} s" if args.budget > 0 else "all"
         print(f"tests per function: {budget} of those that reach it, and tests/test_mutants*.py")
     totals = []
@@ -615,6 +630,32 @@ def main() -> None:
     killed, decided = sum(t.killed for t in totals), sum(t.decided for t in totals)
     score = f"{killed / decided:.1%}" if decided else "-"
     print(f"\nTOTAL ({', '.join(parts)}): {killed} / {decided} mutants killed, score {score}")
+    estimate = weighted_score(totals)
+    if estimate is not None:
+        value, low, high, size = estimate
+        print(
+            f"weighted by each part's size ({size} mutants; a sampled part stands for all of its"
+            f" mutants): score {value:.1%}, 95% interval {low:.1%} to {high:.1%}"
+        )
+
+
+def weighted_score(totals: list[ModuleScore]) -> tuple[float, float, float, int] | None:
+    """The score of all the parts' mutants, each part's sample standing for its size (a stratified
+    estimate), and its 95% interval (normal, with the finite-population correction): the parts are
+    sampled at different rates, so the plain count over-weights the small, fully run ones. None
+    while a part has no mutant decided."""
+    if not totals or any(t.decided == 0 for t in totals):
+        return None
+    sizes = [t.decided + t.statuses["not checked"] for t in totals]
+    size = sum(sizes)
+    value = variance = 0.0
+    for total, n_part in zip(totals, sizes, strict=True):
+        weight, p, n = n_part / size, total.killed / total.decided, total.decided
+        value += weight * p
+        if n < n_part:
+            variance += weight**2 * p * (1 - p) / n * (n_part - n) / (n_part - 1)
+    half = 1.96 * math.sqrt(variance)
+    return value, max(0.0, value - half), min(1.0, value + half), size
 
 
 if __name__ == "__main__":

@@ -41,3 +41,54 @@ def test_the_rule_as_it_is_parses():
 )
 def test_a_broken_field_is_named_in_its_problem(change: dict, expected: str):
     assert any(expected in line for line in problems_with(change)), problems_with(change)
+
+
+# ---- matcher and api_change: the words and origins of a reason ------------------------------------------
+
+
+def test_an_api_change_says_now_only_for_a_removed_name_that_was_renamed():
+    """x__change__mutmut_9 (api_change._change): '(now NEW)' follows a removal that has a new name,
+    never an addition and never a removal without one."""
+    from attn_doctor.engine.api_change import _change
+    from attn_doctor.releases.api_changes import Timeline
+
+    renamed = Timeline("transformers", "LlamaFlashAttention2", (("removed", "4.48.0"),), ("4.40.0",), "X")
+    plain = Timeline("transformers", "LlamaFlashAttention2", (("removed", "4.48.0"),), ("4.40.0",))
+    removed = "LlamaFlashAttention2 removed in transformers 4.48.0"
+    assert _change(renamed, ("removed", "4.48.0")) == f"{removed} (now X)"
+    assert _change(plain, ("removed", "4.48.0")) == removed
+    assert _change(renamed, ("added", "4.36.0")) == "LlamaFlashAttention2 added in transformers 4.36.0"
+
+
+def test_a_version_known_only_as_a_set_of_releases_keeps_its_origin_and_what_is_missing():
+    """x__in_releases__mutmut_36 (the origin dropped from a 'not in' reason, which --verbose shows)
+    and x__package__mutmut_22 (a package with no version lost ``missing``, which groups unknown
+    rules by the fact they need)."""
+    from packaging.specifiers import SpecifierSet
+
+    from attn_doctor.engine.matcher import MISSING_VERSION, _package
+    from attn_doctor.facts.model import Environment, Package
+
+    env = Environment(
+        packages={
+            "torch": Package("torch", None, "torch", "error.log:7", releases=("2.4.0", "2.4.1")),
+            "triton": Package("triton", None, "triton", "requirements.txt:2"),
+        }
+    )
+    for spec, holds in ((">=2.5", False), ("<2.5", True)):
+        reason = _package("torch", SpecifierSet(spec), env)
+        assert (reason.holds, reason.origin) == (holds, "error.log:7"), reason
+    unknown = _package("triton", SpecifierSet(">=3.0"), env)
+    assert (unknown.holds, unknown.missing, unknown.origin) == (None, MISSING_VERSION, "requirements.txt:2")
+
+
+def test_an_amd_condition_says_whether_the_gpus_are_absent_or_unknown():
+    """x__gfx__mutmut_4 (matcher._gfx): 'no GPU found' only where the probe found none; a target
+    that says nothing of its GPUs has them unknown, and the condition is then unknown, not false."""
+    from attn_doctor.engine.matcher import MISSING_GPU, _gfx
+    from attn_doctor.facts.model import Environment
+
+    absent = _gfx(("gfx942",), Environment(gpu_source="none"))
+    unknown = _gfx(("gfx942",), Environment(gpu_source="target"))
+    assert (absent.holds, absent.text) == (False, "no GPU found and no --gpu target")
+    assert (unknown.holds, unknown.text, unknown.missing) == (None, "GPUs not known", MISSING_GPU)

@@ -438,8 +438,17 @@ def def_line(path: Path, name: str) -> int:
     return _DEF_LINES[path].get(f"{cls}.{function}" if cls else function, 0)
 
 
-def report(workdir: Path, part: Part, elapsed: float | None) -> ModuleScore:
-    results = {name: value for name, value in load_results(workdir).items() if part.has(name)}
+def report(
+    workdir: Path, part: Part, elapsed: float | None, earlier: frozenset[str] = frozenset()
+) -> ModuleScore:
+    """The part's table and survivors. Mutants in ``earlier`` (decided before the tests aimed at
+    survivors were written: --set-aside) count as not decided, so that the score is that of a
+    sample the new tests were not written for."""
+    results = {
+        name: (source, None if name in earlier else code)
+        for name, (source, code) in load_results(workdir).items()
+        if part.has(name)
+    }
     modules: dict[str, ModuleScore] = {}
     for source, code in results.values():
         module = str(source)
@@ -600,6 +609,16 @@ def main() -> None:
         help="run the work folder as it is, copying nothing into it (moved to a larger machine)",
     )
     parser.add_argument("--deselect", action="append", default=[], help="a test node id to leave out")
+    parser.add_argument(
+        "--write-decided",
+        type=Path,
+        help="list the mutants decided so far in this file (before writing tests)",
+    )
+    parser.add_argument(
+        "--set-aside",
+        type=Path,
+        help="report as if the mutants this file lists (--write-decided) were not decided: a fresh sample",
+    )
     parser.add_argument("--max-children", type=int, help="mutmut's workers (default: one per CPU)")
     args = parser.parse_args()
     parts = list(PARTS) if args.all else args.part
@@ -622,11 +641,16 @@ def main() -> None:
         )
         budget = f"the fastest up to {args.budget:g} s" if args.budget > 0 else "all"
         print(f"tests per function: {budget} of those that reach it, and tests/test_mutants*.py")
+    if args.write_decided:
+        decided_now = sorted(n for n, (_, code) in load_results(args.workdir).items() if code is not None)
+        args.write_decided.write_text("\n".join(decided_now) + "\n")
+        print(f"{len(decided_now)} decided mutants listed in {args.write_decided}")
+    earlier = frozenset(args.set_aside.read_text().split()) if args.set_aside else frozenset()
     totals = []
     for name in parts:
         part = Part(name, PARTS[name], args.only)
         elapsed = None if args.report else run_part(part, args)
-        totals.append(report(args.workdir, part, elapsed))
+        totals.append(report(args.workdir, part, elapsed, earlier))
     killed, decided = sum(t.killed for t in totals), sum(t.decided for t in totals)
     score = f"{killed / decided:.1%}" if decided else "-"
     print(f"\nTOTAL ({', '.join(parts)}): {killed} / {decided} mutants killed, score {score}")

@@ -12,9 +12,10 @@ shows here as a diff to read in review, then to accept:
 Targets are declared (env files, requirements), never this machine, and the project is not
 scanned, so the output is the same on every machine; the inputs are paths relative to the
 checkout (GitLab's fingerprints hash them); tests/fixtures/golden/repro.json is a real
-`repro varlen-cu-seqlens --device cpu --format json`, kept as it was. What changes from run to run
-(the time a check took and ended, this checkout's and the test's folders) is replaced before
-comparing.
+`repro varlen-cu-seqlens --device cpu --format json`, kept as it was, and its *.log files are
+error text: a torch ValueError no rule covers, and two runs of tests/cases/ on the H100. What
+changes from run to run (the time a check took and ended, this checkout's and the test's
+folders) is replaced before comparing.
 """
 
 from __future__ import annotations
@@ -73,6 +74,16 @@ CASES: dict[str, list[str]] = {
     "explain-seed_a.txt": ["explain", "tests/logs/seed_a.log", "--no-scan"],
     "explain-seed_c-verbose.txt": ["explain", "-v", "tests/logs/seed_c.log", "--no-scan"],
     "explain-seed_e.json": ["explain", "tests/logs/seed_e.log", "--no-scan", "--format", "json"],
+    "explain-flex-gqa.txt": ["explain", f"{INPUTS}/flex-gqa.log", "--no-scan"],
+    "explain-flex-gqa.json": ["explain", f"{INPUTS}/flex-gqa.log", "--no-scan", "--format", "json"],
+    "explain-fa2-not-installed.txt": ["explain", f"{INPUTS}/fa2-not-installed.log", "--no-scan"],
+    "explain-attn-implementation-typo.json": [
+        "explain",
+        f"{INPUTS}/attn-implementation-typo.log",
+        "--no-scan",
+        "--format",
+        "json",
+    ],
     "db-info.txt": ["db", "info"],
     "db-info.json": ["db", "info", "--format", "json"],
 }

@@ -92,3 +92,34 @@ def test_an_amd_condition_says_whether_the_gpus_are_absent_or_unknown():
     unknown = _gfx(("gfx942",), Environment(gpu_source="target"))
     assert (absent.holds, absent.text) == (False, "no GPU found and no --gpu target")
     assert (unknown.holds, unknown.text, unknown.missing) == (None, "GPUs not known", MISSING_GPU)
+
+
+def test_an_api_change_says_whether_the_installed_release_is_past_it_or_predates_it(tmp_path):
+    """x__verdict__mutmut_74 (api_change._verdict: "is past it" upper-cased or swapped): the reason
+    says on which side of the change the stack's release is, which decides the fix's direction.
+    Two real reports: DeepSeek-OCR#7 (a name transformers 4.48.0 removed, under 4.57.1) and
+    pytorch#127271 (a name triton 3.0.0 added, under 2.3.1)."""
+    import json
+
+    from support import cli
+
+    from attn_doctor._compat import tomllib
+
+    def api_text(case: str, *pins: str) -> str:
+        data = tomllib.loads((REPO / "tests" / "cases" / case).read_text(encoding="utf-8"))
+        log = tmp_path / "error.log"
+        log.write_text(data["log"]["error"], encoding="utf-8")
+        args = [a for pin in pins for a in ("--pin", pin)]
+        report = json.loads(cli("explain", log, *args, "--no-scan", "--format", "json").stdout)
+        reasons = [r for c in report["causes"] for r in c["reasons"] if r["condition"] == "release"]
+        changes = [
+            r["text"]
+            for r in reasons
+            if r["holds"] and (" added in " in r["text"] or " removed in " in r["text"])
+        ]
+        return changes[0]
+
+    past = api_text("transformers/deepseek-ai-deepseek-ocr-7.toml", "transformers==4.57.1")
+    assert "removed in transformers 4.48.0" in past and "transformers 4.57.1 is past it (" in past
+    older = api_text("triton/pytorch-pytorch-127271.toml", "triton==2.3.1", "torch==2.4.0")
+    assert "added in triton 3.0.0" in older and "triton 2.3.1 predates it (" in older

@@ -674,3 +674,63 @@ def test_a_cache_entry_whose_hits_are_not_a_list_is_scanned_again(tmp_path: Path
     data["files"]["train.py"][2] = {"x7": 1}
     saved.write_text(json.dumps(data))
     assert scan_twice(root, cache) == ([Hit("flash_attention_2", "train.py:1")], 0)
+
+
+# ---- survivors of the second, fresh sample (seed 2), tested after it was scored ----------------------------
+
+
+def test_a_log_target_has_its_gpus_unknown_not_absent():
+    """x_assemble__mutmut_42 (gpu_source "XXunknownXX"): a log says nothing of the GPUs it did not
+    print, so they are unknown ("unknown"), which leaves GPU rules open rather than ruled out."""
+    env, _ = assemble(EnvironmentInputs(log=log_facts("PyTorch version: 2.5.1\n"), scan=False), Config())
+    assert env.gpu_source == "unknown" and env.gpus == []
+
+
+def test_a_pin_over_a_cuda_torch_keeps_the_build_and_says_where_it_came_from(tmp_path: Path):
+    """x__over__mutmut_10 (``is not None``): a pin with a local label (``+cu121``) sets torch's build
+    and names the label as its origin; a pin without one leaves the build to other facts."""
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch==2.5.1\n")
+    labelled, _ = assemble(
+        EnvironmentInputs(requirements=[req], pins=["torch==2.4.1+cu121"], scan=False), Config()
+    )
+    assert labelled.torch_build is not None and labelled.torch_build.cuda == "12.1"
+    assert labelled.origins["torch_build"] == "the local label of 2.4.1+cu121"
+
+
+def test_an_unknown_feature_with_no_near_name_gets_no_guess():
+    """x_check_feature_name__mutmut_19 (the empty hint became "XXXX")."""
+    from attn_doctor.facts.features import FEATURES, check_feature_name
+
+    with pytest.raises(InputError) as error:
+        check_feature_name("zzzzzzzz", "--feature")
+    assert str(error.value) == f"--feature: unknown feature 'zzzzzzzz': known: {', '.join(FEATURES)}"
+
+
+def test_an_empty_quoted_conda_item_is_the_empty_string():
+    """x__unquoted__mutmut_4 (``len > 2``): '""' is a quoted empty string, not two quote marks."""
+    from attn_doctor.facts.sources.conda_env import _unquoted
+
+    assert [_unquoted(v) for v in ('""', "''", '"torch"', " 'x' ", '"', "a")] == [
+        "",
+        "",
+        "torch",
+        "x",
+        '"',
+        "a",
+    ]
+
+
+def test_a_run_line_continued_over_three_lines_reads_every_requirement(tmp_path: Path):
+    """x__instructions__mutmut_22 (``pending = `` for ``pending +=``: only the last two lines of a
+    continued RUN survived)."""
+    facts = dockerfile_facts(
+        tmp_path,
+        "FROM python:3.11-slim\n"
+        "RUN pip install \\\n    torch==2.5.1 \\\n    triton==3.1.0 \\\n    xformers==0.0.28.post3\n",
+    )
+    assert {name: version for name, (version, _, _) in packages(facts).items()} == {
+        "torch": "2.5.1",
+        "triton": "3.1.0",
+        "xformers": "0.0.28.post3",
+    }

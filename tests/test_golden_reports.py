@@ -27,9 +27,11 @@ from pathlib import Path
 import pytest
 from support import REPO, cli
 
+import attn_doctor
 from attn_doctor.report.env_vars import RELEVANT_NAMES, RELEVANT_PREFIXES
 
 GOLDEN = REPO / "tests" / "golden"
+PACKAGE = str(Path(attn_doctor.__file__).parent)  # in the checkout, or in site-packages (a wheel)
 UPDATE = os.environ.get("ATTN_DOCTOR_UPDATE_GOLDEN") == "1"
 
 AFFECTED = ["--env-file", "tests/fixtures/fleet/h100-xformers-mismatch.json", "--no-scan"]
@@ -96,7 +98,7 @@ _VARYING = [
 
 
 def normalised(text: str, tmp: Path) -> str:
-    text = text.replace(str(tmp), "<tmp>").replace(str(REPO), "<repo>")
+    text = text.replace(str(tmp), "<tmp>").replace(PACKAGE, "<package>").replace(str(REPO), "<repo>")
     for pattern, replacement in _VARYING:
         text = pattern.sub(replacement, text)
     return text

@@ -37,6 +37,12 @@ def test_the_rule_as_it_is_parses():
         # x__symptoms__mutmut_10 ("SYMPTOMS"), x__string_list__mutmut_5 (the field was None)
         ({"symptoms": "CUDA error"}, "field 'symptoms': must be a list of strings"),
         ({"symptoms": ["CUDA error", 3]}, "field 'symptoms': must be a list of strings"),
+        # x_parse_rule__mutmut_25 (the id's problem had no text), x__nearest__mutmut_40 (nor nearest's)
+        ({"id": "Bad_Id"}, "field 'id': 'Bad_Id' must be lower-case letters, digits and dashes"),
+        (
+            {"nearest": {"given": "no group", "choices": "(a)"}},
+            "field 'nearest.given': must be a regular expression (at most 200 characters) with one group",
+        ),
     ],
 )
 def test_a_broken_field_is_named_in_its_problem(change: dict, expected: str):
@@ -123,3 +129,21 @@ def test_an_api_change_says_whether_the_installed_release_is_past_it_or_predates
     assert "removed in transformers 4.48.0" in past and "transformers 4.57.1 is past it (" in past
     older = api_text("triton/pytorch-pytorch-127271.toml", "triton==2.3.1", "torch==2.4.0")
     assert "added in triton 3.0.0" in older and "triton 2.3.1 predates it (" in older
+
+
+def test_a_cpu_or_rocm_torch_is_not_a_cuda_build():
+    """x__cuda__mutmut_30 (the reason's condition "XXcudaXX"): reports group a finding's reasons by
+    condition, and the fix for a CUDA-only rule on a CPU or ROCm torch is the build, not a version."""
+    from packaging.specifiers import SpecifierSet
+
+    from attn_doctor.engine.matcher import _cuda
+    from attn_doctor.facts.model import Environment, Package, TorchBuild
+
+    torch = {"torch": Package("torch", "2.5.1", "torch", "--pin")}
+    for build, words in ((TorchBuild(), "a CPU build"), (TorchBuild(hip="6.2"), "a ROCm 6.2 build")):
+        reason = _cuda(SpecifierSet(">=12.0"), Environment(packages=torch, torch_build=build))
+        assert (reason.condition, reason.holds, reason.text) == (
+            "cuda",
+            False,
+            f"torch is {words}, not a CUDA build",
+        )

@@ -16,7 +16,7 @@ import attn_doctor.explain as explain_module
 from attn_doctor._compat import tomllib
 from attn_doctor.config import Config
 from attn_doctor.errors import InputError
-from attn_doctor.explain.origins import ImpliedReleases, _union
+from attn_doctor.explain.origins import ImpliedReleases, _intersection, _union
 from attn_doctor.explain.reader import LogReader
 from attn_doctor.facts.assemble import EnvironmentInputs
 
@@ -80,3 +80,17 @@ def test_a_log_that_cannot_be_read_is_named_in_the_error():
     with pytest.raises(InputError) as error:
         explain_module.explain("/proc/self/mem", EnvironmentInputs(scan=False), Config(), [])
     assert str(error.value).startswith("/proc/self/mem: ")
+
+
+def test_a_range_of_one_release_is_written_as_that_release():
+    """xǁImpliedReleasesǁtext__mutmut_4 ("5.4.0–5.4.0" for a run of one release)."""
+    runs = (("4.36.0", "4.36.0"), ("5.4.0", "5.6.0"))
+    assert ImpliedReleases("transformers", runs, 3).text() == (
+        "transformers 4.36.0, 5.4.0–5.6.0 (from the message, line 3)"
+    )
+
+
+def test_ranges_intersect_in_version_order_not_string_order():
+    """x__intersection__mutmut_11 (the end of the common run chosen as strings: "4.10.0" < "4.9.0")."""
+    assert _intersection((("4.8.0", "4.10.0"),), (("4.9.0", "4.12.0"),)) == (("4.9.0", "4.10.0"),)
+    assert _intersection((("4.8.0", "4.9.0"),), (("4.10.0", "4.12.0"),)) == ()

@@ -88,3 +88,18 @@ def test_two_source_checkouts_give_the_same_verdict_in_either_order(tmp_path: Pa
         return finding["verdict"]
 
     assert verdict("affected", "fixed") == verdict("fixed", "affected") == "affected"
+
+
+def test_the_check_times_itself_from_its_start():
+    """x_checkup__mutmut_34 (``monotonic() + started``: a duration of days): the Prometheus
+    format publishes how long the check took, which the golden files replace as varying."""
+    text = cli(
+        "check",
+        "--env-file",
+        REPO / "tests/fixtures/healthy/h100-current.json",
+        "--no-scan",
+        "--format",
+        "prometheus",
+    ).stdout
+    (seconds,) = re.findall(r"^attn_doctor_check_duration_seconds ([0-9.e+-]+)$", text, re.M)
+    assert 0 < float(seconds) < 60

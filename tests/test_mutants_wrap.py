@@ -205,3 +205,19 @@ def test_a_banner_title_too_long_goes_under_a_bare_rule():
     a rule of the terminal's width."""
     lines = banner("x" * 100, 40)
     assert lines[0] == "─" * 40 and "".join(lines[1:]) == "x" * 100
+
+
+def test_output_sizes_are_counted_in_bytes_then_kib_then_mib():
+    """x__size__mutmut_10 (``>= 1025``: exactly 1 KiB was written "1,024 bytes")."""
+    from attn_doctor.wrap.diagnose import _size
+
+    sizes = [1, 1023, 1024, 1536, 1024 * 1024 - 1, 1024 * 1024, 5 * 1024 * 1024]
+    assert [_size(n) for n in sizes] == [
+        "1 byte",
+        "1,023 bytes",
+        "1 KiB",
+        "2 KiB",
+        "1024 KiB",
+        "1 MiB",
+        "5 MiB",
+    ]

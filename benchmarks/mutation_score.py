@@ -524,8 +524,10 @@ def run_part(part: Part, args: argparse.Namespace) -> float:
     started = time.monotonic()
     results = load_results(args.workdir)
     if args.confirm:  # the survivors again, with more of the tests that reach them (--budget)
-        survivors = sorted(
-            n for n, (_, code) in results.items() if part.has(n) and status_of(code) == "survived"
+        survivors = sorted(  # and those no test reached: a test written since may reach them
+            n
+            for n, (_, code) in results.items()
+            if part.has(n) and status_of(code) in ("survived", "no tests")
         )
         if not survivors:
             print(f"{part.name}: no survivor to confirm")
@@ -610,6 +612,11 @@ def main() -> None:
     )
     parser.add_argument("--deselect", action="append", default=[], help="a test node id to leave out")
     parser.add_argument(
+        "--no-refresh",
+        action="store_true",
+        help="skip generating changed modules' mutants and new tests' statistics (a run before did)",
+    )
+    parser.add_argument(
         "--write-decided",
         type=Path,
         help="list the mutants decided so far in this file (before writing tests)",
@@ -635,10 +642,10 @@ def main() -> None:
         print(f"mutmut {mutmut.__version__}; work folder {args.workdir} ({changed} files updated)")
         first = not (args.workdir / "mutants" / "mutmut-stats.json").exists()
         what = "every test once" if first else "the tests it has no statistics for"
-        print(f"mutmut generates the mutants of changed modules and runs {what}", flush=True)
-        statistics_run(
-            args.workdir, environment(args.workdir, args.deselect), args.workdir / "mutmut-stats.log"
-        )
+        if first or not args.no_refresh:
+            print(f"mutmut generates the mutants of changed modules and runs {what}", flush=True)
+            env = environment(args.workdir, args.deselect)
+            statistics_run(args.workdir, env, args.workdir / "mutmut-stats.log")
         budget = f"the fastest up to {args.budget:g} s" if args.budget > 0 else "all"
         print(f"tests per function: {budget} of those that reach it, and tests/test_mutants*.py")
     if args.write_decided:

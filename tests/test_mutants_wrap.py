@@ -221,3 +221,25 @@ def test_output_sizes_are_counted_in_bytes_then_kib_then_mib():
         "1 MiB",
         "5 MiB",
     ]
+
+
+def test_the_explanation_says_which_output_it_read(seed_a):
+    """x_diagnose__mutmut_29 (the source upper-cased): the report names what was explained, the
+    whole output or, where the tail kept only its end, how much of how much."""
+    diagnosis, _ = seed_a
+    assert diagnosis.explanation.source == "the command's output"
+    tail = tail_of(b"RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    tail.total = 3 * 1024 * 1024  # the command printed more than the tail keeps
+    cut = diagnose(["python", "t.py"], 1, tail, blocking=False)
+    assert cut.explanation.source == "the last 67 bytes of the command's 3 MiB of output"
+
+
+def test_only_an_asynchronous_cuda_error_without_blocking_launches_asks_for_a_rerun(seed_a):
+    """x_diagnose__mutmut_42 (``not blocking or ...``: every output of a run without
+    --rerun-blocking was called asynchronous)."""
+    diagnosis, tail = seed_a
+    assert diagnosis.asynchronous
+    assert not diagnose(["python", "train.py"], 1, tail, blocking=True).asynchronous
+    assert not diagnose(
+        ["python", "t.py"], 1, tail_of(b"ValueError: bad shape\n"), blocking=False
+    ).asynchronous

@@ -161,3 +161,16 @@ def _alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as stat:  # a zombie is dead, only not yet reaped
         return stat.read().split(") ")[1][0] != "Z"
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
+def test_a_child_gets_the_launchers_environment_not_the_parents(env, fork):
+    """xǁLauncherǁrun__mutmut_11 (a fresh child got the parent's environment, None): the repro and
+    probe children run under the environment the launcher was given (CUDA_LAUNCH_BLOCKING=1 and
+    the like), which the test process does not have."""
+    assert "ATTN_DOCTOR_TEST_LAUNCHER_ONLY" not in os.environ
+    with Launcher(
+        {**env, "ATTN_DOCTOR_TEST_LAUNCHER_ONLY": "from the launcher"}, PRELOAD, fork=fork
+    ) as launcher:
+        output = launcher.run(CHILD, ["environment"], timeout_s=60)
+    assert (output.returncode, output.stdout) == (0, "from the launcher\n")

@@ -1,5 +1,5 @@
-"""A child for the launcher tests: ``main([what])`` says where it runs, or spawns a grandchild
-and hangs, or kills the fork server it was forked from."""
+"""A child for the launcher tests: ``main([what])`` says where it runs or what its environment
+holds, or spawns a grandchild and hangs, or kills the fork server it was forked from."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ def main(args: list[str]) -> int:
         print(json.dumps({"pid": os.getpid(), "pgid": os.getpgid(0), "ppid": os.getppid()}))
         print("to stderr", file=sys.stderr)
         return 5
+    if what == "environment":  # the variable only the launcher's environment sets
+        print(os.environ.get("ATTN_DOCTOR_TEST_LAUNCHER_ONLY", "(not set)"))
+        return 0
     if what == "grandchild-then-hang":
         grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         print(json.dumps({"grandchild": grandchild.pid}), flush=True)

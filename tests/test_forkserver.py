@@ -174,3 +174,26 @@ def test_a_child_gets_the_launchers_environment_not_the_parents(env, fork):
     ) as launcher:
         output = launcher.run(CHILD, ["environment"], timeout_s=60)
     assert (output.returncode, output.stdout) == (0, "from the launcher\n")
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
+def test_a_child_sees_its_arguments_in_sys_argv(env, fork):
+    """x__child__mutmut_28 (a forked child's sys.argv was None): an entry that parses sys.argv
+    itself (argparse does) sees its arguments, forked as in a fresh process."""
+    with Launcher(env, PRELOAD, fork=fork) as launcher:
+        output = launcher.run(CHILD, ["argv"], timeout_s=60)
+    assert (output.returncode, output.stdout) == (0, '["argv"]\n'), output.stderr
+
+
+def test_a_stack_whose_import_initialised_cuda_is_not_forked(env):
+    """xǁLauncherǁ_ready_server__mutmut_15 (the note's words): forking after CUDA is initialised is
+    unsafe, so the children run fresh and the note says why. The preloaded module leaves a torch
+    whose CUDA is initialised, as importing some stacks does on a GPU machine."""
+    with Launcher({**env, "ATTN_DOCTOR_TEST_PRELOAD": "cuda-initialised"}, PRELOAD) as launcher:
+        output = launcher.run(CHILD, ["where"], timeout_s=60)
+        note = launcher.note
+    assert output.returncode == 5
+    assert (
+        note
+        == "each child in a fresh process (importing the stack initialised CUDA, after which fork is unsafe)"
+    )

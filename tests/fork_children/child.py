@@ -18,6 +18,9 @@ def main(args: list[str]) -> int:
         print(json.dumps({"pid": os.getpid(), "pgid": os.getpgid(0), "ppid": os.getppid()}))
         print("to stderr", file=sys.stderr)
         return 5
+    if what == "argv":  # what a child's own argument parsing sees
+        print(json.dumps(sys.argv[1:]))
+        return 0
     if what == "environment":  # the variable only the launcher's environment sets
         print(os.environ.get("ATTN_DOCTOR_TEST_LAUNCHER_ONLY", "(not set)"))
         return 0

@@ -13,9 +13,9 @@ Targets are declared (env files, requirements), never this machine, and the proj
 scanned, so the output is the same on every machine; the inputs are paths relative to the
 checkout (GitLab's fingerprints hash them); tests/fixtures/golden/repro.json is a real
 `repro varlen-cu-seqlens --device cpu --format json`, kept as it was, and its *.log files are
-error text: a torch ValueError no rule covers, and two runs of tests/cases/ on the H100. What
-changes from run to run (the time a check took and ended, this checkout's and the test's
-folders) is replaced before comparing.
+error text: a torch ValueError no rule covers, two runs of tests/cases/ on the H100, and CUDA's
+"no kernel image" line. What changes from run to run (the time a check took and ended, this
+checkout's and the test's folders) is replaced before comparing.
 """
 
 from __future__ import annotations
@@ -79,6 +79,12 @@ CASES: dict[str, list[str]] = {
     "explain-flex-gqa.txt": ["explain", f"{INPUTS}/flex-gqa.log", "--no-scan"],
     "explain-flex-gqa.json": ["explain", f"{INPUTS}/flex-gqa.log", "--no-scan", "--format", "json"],
     "explain-fa2-not-installed.txt": ["explain", f"{INPUTS}/fa2-not-installed.log", "--no-scan"],
+    # a generic CUDA message on a stack three rules fit: shown as causes, not folded away
+    "explain-no-kernel-image.txt": [
+        "explain",
+        f"{INPUTS}/no-kernel-image.log",
+        *("--pin", "flash-attn==2.7.4", "--pin", "torch==2.6.0", "--gpu", "B200", "--no-scan"),
+    ],
     "explain-attn-implementation-typo.json": [
         "explain",
         f"{INPUTS}/attn-implementation-typo.log",

@@ -197,3 +197,15 @@ def test_a_stack_whose_import_initialised_cuda_is_not_forked(env):
         note
         == "each child in a fresh process (importing the stack initialised CUDA, after which fork is unsafe)"
     )
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh"])
+def test_an_entry_that_raises_exits_1_with_its_own_traceback(env, fork):
+    """x__child__mutmut_1 (the forked child's code started as None): an exception other than
+    SystemExit is exit code 1 with the entry's traceback, as in a fresh process, not a second
+    error from os._exit(None) under it."""
+    with Launcher(env, PRELOAD, fork=fork) as launcher:
+        output = launcher.run(CHILD, ["raise"], timeout_s=60)
+    assert output.returncode == 1
+    assert output.stderr.rstrip().splitlines()[-1] == "RuntimeError: the entry failed", output.stderr
+    assert "TypeError" not in output.stderr

@@ -243,3 +243,16 @@ def test_only_an_asynchronous_cuda_error_without_blocking_launches_asks_for_a_re
     assert not diagnose(
         ["python", "t.py"], 1, tail_of(b"ValueError: bad shape\n"), blocking=False
     ).asynchronous
+
+
+def test_a_problem_of_the_machine_is_kept_in_the_diagnosis(tmp_path, monkeypatch):
+    """x_diagnose__mutmut_36 (the filter kept only problems about the temporary log file): broken
+    installed metadata on this machine, whose output `run` diagnoses, is an input problem the
+    diagnosis reports (and exits 2 on), not one the temporary log's filter may drop."""
+    broken = tmp_path / "xformers-0.0.28.dist-info"
+    broken.mkdir()
+    (broken / "METADATA").write_text("Metadata-Version: 2.1\nName: xformers\nVersion: not a version!!\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tail = tail_of(b"RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    diagnosis = diagnose(["python", "t.py"], 1, tail, blocking=False)
+    assert diagnosis.problems == [f"{broken}: unparsable version 'not a version!!'"]

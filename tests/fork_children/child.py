@@ -18,6 +18,8 @@ def main(args: list[str]) -> int:
         print(json.dumps({"pid": os.getpid(), "pgid": os.getpgid(0), "ppid": os.getppid()}))
         print("to stderr", file=sys.stderr)
         return 5
+    if what == "raise":  # an entry that fails with an exception of its own
+        raise RuntimeError("the entry failed")
     if what == "argv":  # what a child's own argument parsing sees
         print(json.dumps(sys.argv[1:]))
         return 0

@@ -39,6 +39,16 @@ HEALTHY = ["--env-file", "tests/fixtures/healthy/h100-current.json", "--no-scan"
 INPUTS = "tests/fixtures/golden"
 # a requirements file that leaves the GPU, driver and nvcc unknown; a config that ignores a finding
 UNKNOWN = ["-r", f"{INPUTS}/requirements.txt", "--python", "3.11", "--platform", "linux", "--no-scan"]
+# a requirement without a version: its facts line shows "?"
+UNPINNED = [
+    "-r",
+    f"{INPUTS}/unpinned-requirements.txt",
+    "--python",
+    "3.11",
+    "--platform",
+    "linux",
+    "--no-scan",
+]
 IGNORED = [*AFFECTED, "--config", f"{INPUTS}/pyproject.toml", "--feature", "flash_attention_2"]
 PROBLEM = [*AFFECTED, "--rules", f"{INPUTS}/broken-rule.toml"]  # a rule file with three broken fields
 DEVICE = ["--env-file", "tests/fixtures/healthy/h100-device.json"]  # the H100 of `device`: no FA2 wheel
@@ -53,6 +63,7 @@ CASES: dict[str, list[str]] = {
     "check-unknown.txt": ["check", *UNKNOWN],
     "check-unknown-verbose.txt": ["check", "-v", *UNKNOWN],
     "check-ignored.txt": ["check", *IGNORED],
+    "check-unpinned-verbose.txt": ["check", "-v", *UNPINNED],
     **{f"check-affected.{f}": ["check", *AFFECTED, "--format", f] for f in MACHINE_FORMATS},
     **{f"check-unknown.{f}": ["check", *UNKNOWN, "--format", f] for f in MACHINE_FORMATS},
     **{f"check-ignored.{f}": ["check", *IGNORED, "--format", f] for f in ("json", "junit", "sarif")},

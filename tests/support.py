@@ -14,9 +14,19 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from attn_doctor._compat import tomllib
 from attn_doctor.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def case_log(case: str, folder: Path) -> Path:
+    """The error text of tests/cases/CASE (a reporter's paste or an H100 run), as a log file in
+    ``folder``."""
+    data = tomllib.loads((REPO / "tests" / "cases" / case).read_text(encoding="utf-8"))
+    log = folder / "error.log"
+    log.write_text(data["log"]["error"], encoding="utf-8")
+    return log
 
 
 def write_rule(folder: Path, rule_id: str, affects: str = "", **fields: str) -> Path:

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support import case_log
 from typer.testing import CliRunner
 
 from attn_doctor._compat import tomllib
@@ -17,14 +18,6 @@ from attn_doctor.facts.missing_names import MEMBER, MODULE, NAME, PARAMETER, REQ
 from attn_doctor.releases.facts import snapshot
 
 CASES = Path(__file__).parent / "cases"
-
-
-def case_log(case: str, tmp_path: Path) -> Path:
-    """The error text a reporter pasted, as a log file."""
-    data = tomllib.loads((CASES / case).read_text(encoding="utf-8"))
-    log = tmp_path / "error.log"
-    log.write_text(data["log"]["error"], encoding="utf-8")
-    return log
 
 
 def explain_json(*args: str | Path) -> dict:

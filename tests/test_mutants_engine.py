@@ -107,14 +107,10 @@ def test_an_api_change_says_whether_the_installed_release_is_past_it_or_predates
     pytorch#127271 (a name triton 3.0.0 added, under 2.3.1)."""
     import json
 
-    from support import cli
-
-    from attn_doctor._compat import tomllib
+    from support import case_log, cli
 
     def api_text(case: str, *pins: str) -> str:
-        data = tomllib.loads((REPO / "tests" / "cases" / case).read_text(encoding="utf-8"))
-        log = tmp_path / "error.log"
-        log.write_text(data["log"]["error"], encoding="utf-8")
+        log = case_log(case, tmp_path)
         args = [a for pin in pins for a in ("--pin", pin)]
         report = json.loads(cli("explain", log, *args, "--no-scan", "--format", "json").stdout)
         reasons = [r for c in report["causes"] for r in c["reasons"] if r["condition"] == "release"]

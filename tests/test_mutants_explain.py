@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO
+from support import case_log
 
 import attn_doctor.explain as explain_module
-from attn_doctor._compat import tomllib
 from attn_doctor.config import Config
 from attn_doctor.errors import InputError
 from attn_doctor.explain.origins import ImpliedReleases, _intersection, _union
@@ -22,10 +21,8 @@ from attn_doctor.facts.assemble import EnvironmentInputs
 
 
 def explained(tmp_path: Path, case: str) -> explain_module.Explanation:
-    """``explain`` in this process on the error text of tests/cases/*/produced-CASE.toml."""
-    (path,) = (REPO / "tests" / "cases").glob(f"*/produced-{case}.toml")
-    log = tmp_path / "error.log"
-    log.write_text(tomllib.loads(path.read_text())["log"]["error"])
+    """``explain`` in this process on the error text of tests/cases/CASE."""
+    log = case_log(case, tmp_path)
     return explain_module.explain(str(log), EnvironmentInputs(scan=False), Config(), [])
 
 
@@ -59,7 +56,7 @@ def test_a_message_the_newest_release_read_still_prints_implies_later_releases_t
     """x__imply__mutmut_11 (explain._imply lost the newest release of each package the catalogue
     read): transformers' "FlashAttention2 has been toggled on" error of the H100 run is in the
     newest release read, so the releases it implies go on past it."""
-    result = explained(tmp_path, "fa2-not-installed")
+    result = explained(tmp_path, "transformers/produced-fa2-not-installed.toml")
     (implied,) = [i for i in result.implied if i.package == "transformers"]
     assert implied.newest_read and implied.runs[-1][1] == implied.newest_read
     assert implied.open_ended and implied.text().endswith(f"or later (from the message, line {implied.line})")
@@ -68,7 +65,7 @@ def test_a_message_the_newest_release_read_still_prints_implies_later_releases_t
 def test_a_mistyped_implementation_name_gets_the_nearest_valid_one(tmp_path: Path):
     """x__with_nearest__mutmut_12 (cause_notes: the given name never read): transformers 5.17.0
     on the H100 with attn_implementation="flash_attn_2"."""
-    result = explained(tmp_path, "attn-implementation-typo")
+    result = explained(tmp_path, "usage/produced-attn-implementation-typo.toml")
     assert result.causes[0].finding.rule.id == "usage-attn-implementation-invalid"
     assert result.causes[0].nearest == ("flash_attn_2", "flash_attention_2")
 

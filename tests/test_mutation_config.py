@@ -63,3 +63,22 @@ def test_the_sampled_score_interval_holds_the_estimate(mutation_score, killed, d
     low, high = mutation_score.wilson_interval(killed, decided)
     assert 0.0 <= low <= killed / decided <= high <= 1.0
     assert high - low < (0.15 if decided >= 100 else 1.0)
+
+
+def test_the_weighted_score_stands_each_sample_for_its_parts_size(mutation_score):
+    """A part run in full is exact (no variance), a sampled part weighs its size, not its sample:
+    61 of 61 killed and 80 of 100 sampled from 4,000 is about 80.3%, not 141 / 161 (87.6%)."""
+    from collections import Counter
+
+    def part(name, killed, survived, pending):
+        return mutation_score.ModuleScore(
+            name, Counter({"killed": killed, "survived": survived, "not checked": pending})
+        )
+
+    value, low, high, size = mutation_score.weighted_score([part("a", 61, 0, 0), part("b", 80, 20, 3900)])
+    assert size == 4061 and value == pytest.approx((61 + 4000 * 0.8) / 4061)
+    assert low < value < high and high - low == pytest.approx(
+        2 * 1.96 * (4000 / 4061) * (0.16 / 100 * 3900 / 3999) ** 0.5
+    )
+    assert mutation_score.weighted_score([part("a", 61, 0, 0)])[1:3] == (1.0, 1.0)
+    assert mutation_score.weighted_score([part("a", 61, 0, 0), part("b", 0, 0, 10)]) is None

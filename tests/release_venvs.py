@@ -1,19 +1,33 @@
-"""Real library releases in cached venvs, for the tests that must meet the real thing.
+"""Real library releases in cached environments, for the tests that must meet the real thing.
 
-Each venv holds torch 2.13.0 (CPU, first and pinned), the requested releases and the doctor's own
-dependencies; the doctor itself runs from this checkout through PYTHONPATH. Venvs are built once
-and reused (``ATTN_DOCTOR_RELEASE_CACHE``, default ~/.cache/attn-doctor/release-venvs); a lock
-file makes concurrent test processes wait for one build instead of racing.
+Installing torch into every release's venv made the first run take about an hour and 38 GB, so:
+
+- one **base** venv holds torch 2.13.0 (CPU, first and pinned) and the doctor's own dependencies;
+- each set of releases gets a **thin** venv that sees the base through a ``.pth`` file and holds
+  only what the releases add (pip, run for the thin venv, counts the base's packages as installed;
+  one the releases need in another version is installed in the thin venv, which comes first);
+- every file a thin venv installs is hard-linked to one copy in a content store, so numpy,
+  tokenizers or a triton shared by several sets are on disk once;
+- the cache keeps under a size budget (``ATTN_DOCTOR_RELEASE_CACHE_GB``, default 5): past it, the
+  thin venvs used longest ago are removed, and rebuilt when a test needs them again.
+
+The doctor itself runs from this checkout through PYTHONPATH. Locks let concurrent test processes
+share the cache: a build holds its venv's lock exclusively, a test using a venv holds it shared,
+and eviction skips venvs in use. Builds are announced through ``announce`` (the conftest sends
+those lines to the terminal, past pytest's capture), since a first run spends minutes in them.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,9 +39,22 @@ from attn_doctor.probes.runner import interpret
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(
-    os.environ.get("ATTN_DOCTOR_RELEASE_CACHE", Path.home() / ".cache" / "attn-doctor" / "release-venvs")
+    os.environ.get("ATTN_DOCTOR_RELEASE_CACHE", Path.home() / ".cache" / "attn-doctor" / "release-envs")
 )
+BUDGET_BYTES = int(float(os.environ.get("ATTN_DOCTOR_RELEASE_CACHE_GB", "5")) * 1e9)
+OLD_LAYOUT = Path.home() / ".cache" / "attn-doctor" / "release-venvs"
 TORCH = "torch==2.13.0"
+BASE = CACHE / "base"
+STORE = CACHE / "store"
+THIN = CACHE / "envs"
+READY = ".ready"  # written last: a venv without it is a build that did not finish
+
+
+def _silent(line: str) -> None:
+    """Builds say nothing unless the conftest sets ``announce`` to a terminal writer."""
+
+
+announce: Callable[[str], None] = _silent
 
 
 def doctor_dependencies() -> list[str]:
@@ -35,21 +62,137 @@ def doctor_dependencies() -> list[str]:
         return list(tomllib.load(handle)["project"]["dependencies"])
 
 
-def release_venv(*requirements: str) -> Path:
-    """A venv with torch 2.13.0 and ``requirements`` installed; built on first use, then cached."""
-    name = "_".join(sorted(requirements)).replace("==", "-").replace("/", "-")
-    path = CACHE / name
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with (CACHE / f"{name}.lock").open("w") as lock:
+@contextmanager
+def release_venv(*requirements: str) -> Iterator[Path]:
+    """A venv with torch 2.13.0 and ``requirements`` installed, held (shared lock) while in use."""
+    base = _base()
+    name = "_".join(sorted(requirements)).replace("==", "-").replace("/", "-").replace("<", "-lt-")
+    path = THIN / name
+    THIN.mkdir(parents=True, exist_ok=True)
+    with (THIN / f"{name}.lock").open("a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (path / ".ready").exists():
-            shutil.rmtree(path, ignore_errors=True)
-            _quietly([sys.executable, "-m", "venv", str(path)])
-            pip = [str(path / "bin" / "python"), "-m", "pip", "install", "-q"]
-            _quietly([*pip, TORCH])
-            _quietly([*pip, TORCH, *requirements, *doctor_dependencies()])
-            (path / ".ready").write_text("\n".join(requirements) + "\n")
-    return path
+        if not (path / READY).exists():
+            _build_thin(path, base, requirements)
+            _evict(keep=path)
+        (path / READY).touch()  # its mtime is the last use, for eviction
+        fcntl.flock(lock, fcntl.LOCK_SH)  # a downgrade: builders and eviction wait, other users share
+        yield path
+
+
+def _base() -> Path:
+    if OLD_LAYOUT.is_dir():  # one full venv per release set: tens of GB that nothing reads any more
+        announce(f"release venvs: removing {OLD_LAYOUT}, the earlier layout of this cache")
+        shutil.rmtree(OLD_LAYOUT, ignore_errors=True)
+    with _locked(CACHE / "base.lock"):
+        if not (BASE / READY).exists():
+            started = time.monotonic()
+            announce(f"release venvs: building the base ({TORCH} and the doctor's dependencies) in {CACHE}")
+            shutil.rmtree(BASE, ignore_errors=True)
+            _quietly([sys.executable, "-m", "venv", str(BASE)])
+            pip = [str(BASE / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile"]
+            _quietly([*pip, TORCH])  # first and alone: the CPU build on disk, never a CUDA one
+            _quietly([*pip, TORCH, *doctor_dependencies()])
+            (BASE / READY).write_text(TORCH + "\n")
+            announce(f"release venvs: base ready in {time.monotonic() - started:.0f} s")
+    return BASE
+
+
+def _build_thin(path: Path, base: Path, requirements: tuple[str, ...]) -> None:
+    started = time.monotonic()
+    announce(f"release venvs: building {' '.join(requirements)}")
+    shutil.rmtree(path, ignore_errors=True)
+    _quietly([sys.executable, "-m", "venv", "--without-pip", str(path)])
+    python, base_python = path / "bin" / "python", base / "bin" / "python"
+    (_site_packages(python) / "_attn_doctor_release_base.pth").write_text(f"{_site_packages(base_python)}\n")
+    # the base's pip installs for the thin venv's interpreter, which sees the base's packages
+    pip = [str(base_python), "-m", "pip", "--python", str(python), "install", "-q", "--no-compile"]
+    _quietly([*pip, TORCH, *requirements])
+    _deduplicate(path)
+    (path / READY).write_text("\n".join(requirements) + "\n")
+    announce(
+        f"release venvs: built {' '.join(requirements)} in {time.monotonic() - started:.0f} s"
+        f" (cache {_disk_bytes(CACHE) / 1e9:.1f} GB of {BUDGET_BYTES / 1e9:.1f})"
+    )
+
+
+def _site_packages(python: Path) -> Path:
+    done = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    folder = Path(done.stdout.strip())
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _deduplicate(path: Path) -> None:
+    """Replace each regular file under ``path`` by a hard link to its one copy in the store."""
+    for file in path.rglob("*"):
+        if file.is_symlink() or not file.is_file():
+            continue
+        digest = hashlib.sha256()
+        with file.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+        digest.update(oct(file.stat().st_mode & 0o777).encode())  # same bytes, other mode: another copy
+        stored = STORE / digest.hexdigest()[:2] / digest.hexdigest()
+        if stored.exists():
+            staged = file.with_name(file.name + ".attn-doctor-link")
+            os.link(stored, staged)
+            os.replace(staged, file)
+        else:
+            stored.parent.mkdir(parents=True, exist_ok=True)
+            os.link(file, stored)
+
+
+def _evict(keep: Path) -> None:
+    """Remove the thin venvs used longest ago (not ``keep``, none in use) until under the budget."""
+    if _disk_bytes(CACHE) <= BUDGET_BYTES:
+        return
+    ready = sorted(THIN.glob(f"*/{READY}"), key=lambda marker: marker.stat().st_mtime)
+    for marker in ready:
+        venv = marker.parent
+        if venv == keep:
+            continue
+        with (THIN / f"{venv.name}.lock").open("a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # another test process is using it
+                continue
+            shutil.rmtree(venv, ignore_errors=True)
+        announce(f"release venvs: removed {venv.name} (least recently used; the cache's budget)")
+        _drop_unlinked_store_files()
+        if _disk_bytes(CACHE) <= BUDGET_BYTES:
+            return
+
+
+def _drop_unlinked_store_files() -> None:
+    for stored in STORE.glob("*/*"):
+        if stored.stat().st_nlink == 1:
+            stored.unlink()
+
+
+def _disk_bytes(folder: Path) -> int:
+    """Disk used below ``folder``, each hard-linked file counted once."""
+    seen: set[int] = set()
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            status = os.lstat(os.path.join(root, name))
+            if status.st_ino not in seen:
+                seen.add(status.st_ino)
+                total += status.st_blocks * 512
+    return total
+
+
+@contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _quietly(command: list[str]) -> None:

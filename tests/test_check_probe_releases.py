@@ -38,10 +38,10 @@ def test_check_probe_on_real_release(release: str, fork: str) -> None:
     """The same verdicts whether the probes fork from one process that imported torch and
     transformers (the default) or each start a fresh Python (ATTN_DOCTOR_FORK=0)."""
     expected, exit_code = EXPECTED[release]
-    venv = release_venv(f"transformers=={release}")
-    done = run_doctor(
-        venv, "check", "--probe", "--format", "json", "-v", *USED, extra_env={"ATTN_DOCTOR_FORK": fork}
-    )
+    with release_venv(f"transformers=={release}") as venv:
+        done = run_doctor(
+            venv, "check", "--probe", "--format", "json", "-v", *USED, extra_env={"ATTN_DOCTOR_FORK": fork}
+        )
     assert done.returncode == exit_code, done.stderr
     how = (
         "children forked from one process that imported torch, transformers"
@@ -63,8 +63,8 @@ def test_check_probe_on_real_release(release: str, fork: str) -> None:
 
 @pytest.mark.releases
 def test_text_report_shows_both_verdicts() -> None:
-    venv = release_venv("transformers==4.44.0")
-    done = run_doctor(venv, "check", "--probe", *USED, extra_env={"NO_COLOR": "1"})
+    with release_venv("transformers==4.44.0") as venv:
+        done = run_doctor(venv, "check", "--probe", *USED, extra_env={"NO_COLOR": "1"})
     text = done.stdout
     assert "✗ gemma2-fa2-cu-seqlens [error, affected]" in text
     assert "probe: affected-by-probe: " in text and "cu_seqlens_q=[16]" in text
@@ -75,8 +75,8 @@ def test_text_report_shows_both_verdicts() -> None:
 def test_a_probed_bug_needs_the_feature_in_use() -> None:
     """The 4-D mask bug is in every release's FA2 path; a project that never uses FA2 is not told
     it is affected, only that the rule applies if it does."""
-    venv = release_venv("transformers==5.23.0")
-    done = run_doctor(venv, "check", "--probe", "--format", "json", "--fail-on", "info")
+    with release_venv("transformers==5.23.0") as venv:
+        done = run_doctor(venv, "check", "--probe", "--format", "json", "--fail-on", "info")
     assert done.returncode == 0, done.stderr
     finding = {f["id"]: f for f in json.loads(done.stdout)["findings"]}[A_4D]
     assert finding["probe"]["verdict"] == AFFECTED and finding["verdict"] == "unknown"

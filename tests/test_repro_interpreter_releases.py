@@ -27,9 +27,9 @@ RELEASES = [
 RELEASES.append(("triton==3.2.0", "numpy<2"))
 
 
-@pytest.mark.releases
-@pytest.mark.parametrize(("triton", "numpy"), RELEASES, ids=[" ".join(pair) for pair in RELEASES])
-def test_cpu_repro_verdicts_match_across_triton_releases(triton: str, numpy: str) -> None:
+@pytest.fixture(scope="module")
+def verdicts_here() -> dict[tuple[str, str], str]:
+    """The verdicts under this environment's triton: run once, compared with every release."""
     here = subprocess.run(
         [sys.executable, "-m", "attn_doctor", "repro", "--all", "--device", "cpu", "--format", "json"],
         capture_output=True,
@@ -37,7 +37,16 @@ def test_cpu_repro_verdicts_match_across_triton_releases(triton: str, numpy: str
         cwd=REPO,
         timeout=600,
     )
-    there = run_doctor(release_venv(triton, numpy), "repro", "--all", "--device", "cpu", "--format", "json")
+    return verdicts(here.stdout)
+
+
+@pytest.mark.releases
+@pytest.mark.parametrize(("triton", "numpy"), RELEASES, ids=[" ".join(pair) for pair in RELEASES])
+def test_cpu_repro_verdicts_match_across_triton_releases(
+    triton: str, numpy: str, verdicts_here: dict[tuple[str, str], str]
+) -> None:
+    with release_venv(triton, numpy) as venv:
+        there = run_doctor(venv, "repro", "--all", "--device", "cpu", "--format", "json")
     assert there.returncode == 0, there.stdout[-2000:] + there.stderr[-2000:]
     assert "ERROR" not in set(verdicts(there.stdout).values())
-    assert verdicts(there.stdout) == verdicts(here.stdout)
+    assert verdicts(there.stdout) == verdicts_here

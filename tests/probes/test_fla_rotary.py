@@ -91,7 +91,8 @@ RELEASES = [
 @pytest.mark.releases
 @pytest.mark.parametrize(("requirements", "expected", "evidence"), RELEASES)
 def test_real_releases(requirements: tuple[str, ...], expected: ProbeVerdict, evidence: str) -> None:
-    outcome = probe_in(release_venv(*requirements), PROBE)
+    with release_venv(*requirements) as venv:
+        outcome = probe_in(venv, PROBE)
     [observation] = outcome.observations.values()
     assert (observation.verdict, observation.evidence) == (expected, evidence), outcome.stderr[-2000:]
     assert outcome.wall_s < 60
@@ -129,7 +130,8 @@ FAITHFUL = textwrap.dedent(
 )
 def test_the_guarded_launch_computes_what_fla_computes(requirements: tuple[str, ...]) -> None:
     """With a width that fits, fla's kernel on the guarded copies gives the rotary embedding itself."""
-    done = run_python(release_venv(*requirements), FAITHFUL, timeout_s=TIMEOUT_S)
+    with release_venv(*requirements) as venv:
+        done = run_python(venv, FAITHFUL, timeout_s=TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line.split() for line in done.stdout.splitlines()]
     assert [(dim, stray) for dim, stray, _ in rows] == [("64", "0"), ("32", "0")]

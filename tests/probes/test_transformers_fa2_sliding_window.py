@@ -265,7 +265,8 @@ FIXED_FORWARD = (NOT_AFFECTED, "Gemma2 forward without cache (FA2, 2x10 tokens, 
     ],
 )
 def test_probe_on_release(release: str, expected: Expected) -> None:
-    outcome = probe_in(release_venv(f"transformers=={release}"), PROBE)
+    with release_venv(f"transformers=={release}") as venv:
+        outcome = probe_in(venv, PROBE)
     observations, wall_s = outcome.observations, outcome.wall_s
     assert set(observations) == set(expected) == set(PROBE.rules)
     for rule, (verdict, evidence) in expected.items():

@@ -284,7 +284,8 @@ def test_probe_on_release(
     hybrid: ProbeVerdict,
     generate_evidence: str,
 ) -> None:
-    outcome = probe_in(release_venv(f"transformers=={release}"), PROBE)
+    with release_venv(f"transformers=={release}") as venv:
+        outcome = probe_in(venv, PROBE)
     observations, wall_s = outcome.observations, outcome.wall_s
     assert observations[CU_SEQLENS_RULE].verdict is cu_seqlens, observations
     assert observations[POSITION_IDS_RULE].verdict is position_ids, observations

@@ -107,7 +107,8 @@ def test_no_clean_answer_is_a_probe_error() -> None:
     ids=lambda value: value.id if isinstance(value, Probe) else None,
 )
 def test_probe_on_release(release: str, probe: Probe, verdict: ProbeVerdict, evidence: list[str]) -> None:
-    outcome = probe_in(release_venv(f"transformers=={release}"), probe)
+    with release_venv(f"transformers=={release}") as venv:
+        outcome = probe_in(venv, probe)
     [observation], wall_s = outcome.observations.values(), outcome.wall_s
     assert observation.verdict is verdict, observation
     for part in evidence:

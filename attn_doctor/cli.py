@@ -5,16 +5,19 @@ Exit codes: 0 clean, 1 findings at or above --fail-on, 2 usage or input error, 3
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Annotated, Any, Protocol, TypeVar, cast
 
 import typer
+from typer.core import TyperGroup
 
 from attn_doctor import __version__
 from attn_doctor.errors import InputError
@@ -27,7 +30,46 @@ MAX_ERROR_CHARS = 500
 MAX_TIMEOUT_S = 7 * 24 * 3600  # a week: longer is a typo (1e308), and past ~9.2e9 s waits overflow
 FORMATS = ("rich", "json", "markdown", "sarif", "junit", "github", "gitlab", "npd", "prometheus", "verdict")
 
+# click's errors' base class, ClickException: typer vendors click in its later releases and imports
+# it in earlier ones, and exports it from neither
+_CLICK_ERROR: type[Exception] = next(k for k in typer.BadParameter.__mro__ if k.__name__ == "ClickException")
+
+
+class _ClickError(Protocol):
+    exit_code: int
+
+    def show(self, file: IO[Any] | None = None) -> None: ...
+
+
+@contextlib.contextmanager
+def _fitted_click_errors() -> Iterator[None]:
+    """click's own usage errors (a bad option value, an unknown option) fitted to stderr's width, as
+    ours are: click prints its error line whole, whatever the width."""
+    try:
+        yield
+    except _CLICK_ERROR as caught:
+        from attn_doctor.report import width
+
+        error, shown = cast(_ClickError, caught), io.StringIO()
+        error.show(shown)
+        width.write(shown.getvalue(), sys.stderr)
+        raise typer.Exit(error.exit_code) from None
+
+
+class _FittedErrorsGroup(TyperGroup):
+    """The command group whose parsing (every subcommand's too) reports errors fitted."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        with _fitted_click_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, *args: Any, **kwargs: Any) -> Any:
+        with _fitted_click_errors():
+            return super().invoke(*args, **kwargs)
+
+
 app = typer.Typer(
+    cls=_FittedErrorsGroup,
     rich_markup_mode=None,
     add_completion=False,
     no_args_is_help=True,
@@ -152,11 +194,14 @@ def _require_choice(option: str, value: str | None, choices: tuple[str, ...]) ->
 
 
 def _error(message: str) -> None:
-    """One line on stderr; an input echoed in it (a 100,000-character argument) is cut short."""
+    """One line on stderr, wrapped with indented continuations where it would pass the terminal's
+    width; an input echoed in it (a 100,000-character argument) is cut short."""
+    from attn_doctor.report import width
+
     line = " ".join(message.split())
     if len(line) > MAX_ERROR_CHARS:
         line = f"{line[: MAX_ERROR_CHARS - 40]} ... ({len(line):,} characters)"
-    sys.stderr.write(f"attn-doctor: error: {line}\n")
+    width.write(f"attn-doctor: error: {line}\n", sys.stderr)
 
 
 def _version(value: bool) -> None:
@@ -436,9 +481,13 @@ def _cluster_formats(output_format: str) -> None:
 
 
 def _print_cluster(cluster: Any, output_format: str) -> None:
-    from attn_doctor.report.cluster_report import FORMATTERS
+    from attn_doctor.report import cluster_report
+    from attn_doctor.report.width import terminal_width
 
-    sys.stdout.write(FORMATTERS[output_format](cluster))
+    if output_format == "json":
+        sys.stdout.write(cluster_report.to_json(cluster))
+    else:
+        sys.stdout.write(cluster_report.to_text(cluster, terminal_width()))
     for line in [*cluster.missing, *cluster.problems]:
         _error(line)
 
@@ -801,14 +850,16 @@ def db_info(
     """The snapshot's date, packages and release counts, and the command that made it."""
     from attn_doctor.releases.facts import snapshot
     from attn_doctor.report import db_info as render
+    from attn_doctor.report.width import terminal_width
 
     _require_choice("--format", output_format, ("text", "json"))
     from attn_doctor.releases.messages import catalogue
 
     facts, messages = snapshot(), catalogue()
-    sys.stdout.write(
-        render.to_json(facts, messages) if output_format == "json" else render.to_text(facts, messages)
-    )
+    if output_format == "json":
+        sys.stdout.write(render.to_json(facts, messages))
+    else:
+        sys.stdout.write(render.to_text(facts, messages, terminal_width()))
 
 
 def main() -> None:

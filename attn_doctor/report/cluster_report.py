@@ -6,12 +6,14 @@ import json
 
 from attn_doctor import __version__
 from attn_doctor.cluster.merge import ClusterFinding, ClusterResult
+from attn_doctor.report.width import fit_text
 
 CLUSTER_SCHEMA_ID = "attn-doctor/cluster"
 CLUSTER_SCHEMA_VERSION = 1
 
 
-def to_text(result: ClusterResult) -> str:
+def to_text(result: ClusterResult, width: int | None = None) -> str:
+    """The human report, each line fitted to ``width`` columns (None: lines left whole, for a pipe)."""
     expected = len(result.members) + len(result.missing)
     lines = [f"attn-doctor cluster check: {len(result.members)} of {expected} reported"]
     lines += [f"✗ missing: {missing}" for missing in result.missing]
@@ -32,7 +34,7 @@ def to_text(result: ClusterResult) -> str:
         f"{len(result.findings)} rules affected or unknown somewhere; {failing} failing; "
         f"{len(result.drift)} drifting facts; {len(result.missing)} missing; exit code {result.exit_code}"
     )
-    return "\n".join(lines) + "\n"
+    return fit_text("\n".join(lines) + "\n", width)
 
 
 def _finding_lines(finding: ClusterFinding, members: int) -> list[str]:
@@ -77,6 +79,3 @@ def to_json(result: ClusterResult) -> str:
         "exit_code": result.exit_code,
     }
     return json.dumps(document, indent=2) + "\n"
-
-
-FORMATTERS = {"rich": to_text, "json": to_json}

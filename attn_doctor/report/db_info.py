@@ -7,6 +7,7 @@ from typing import Any
 
 from attn_doctor.releases.facts import ReleaseFacts
 from attn_doctor.releases.messages import Catalogue
+from attn_doctor.report.width import fit
 
 
 def to_json(facts: ReleaseFacts, messages: Catalogue) -> str:
@@ -40,11 +41,14 @@ def _catalogue(messages: Catalogue) -> dict[str, Any]:
     }
 
 
-def to_text(facts: ReleaseFacts, messages: Catalogue) -> str:
+def to_text(facts: ReleaseFacts, messages: Catalogue, width: int | None = None) -> str:
+    """The human report, each line fitted to ``width`` columns (None: lines left whole, for a pipe);
+    the command that made the snapshot wraps with `` \\`` line ends, so it still pastes as one."""
     meta = facts.meta
+    made_by = f"  made by: {meta.get('generator')}"
     lines = [
         f"release facts: snapshot of {facts.generated}",
-        f"  made by: {meta.get('generator')}",
+        made_by,
         f"  folder:  {facts.folder}",
         "",
         f"  {'package':<26} {'releases':>8}  newest",
@@ -56,11 +60,11 @@ def to_text(facts: ReleaseFacts, messages: Catalogue) -> str:
     )
     catalogue = _catalogue(messages)
     lines += ["", f"message catalogue: snapshot of {catalogue['generated'] or '(none shipped)'}"]
-    width = max([len("package"), *map(len, catalogue["packages"])])
-    lines.append(f"  {'package':<{width}} {'releases':>8}  {'from':<10} {'to':<11} {'messages':>8}  unread")
+    names = max([len("package"), *map(len, catalogue["packages"])])
+    lines.append(f"  {'package':<{names}} {'releases':>8}  {'from':<10} {'to':<11} {'messages':>8}  unread")
     for name, info in catalogue["packages"].items():
         lines.append(
-            f"  {name:<{width}} {info['releases']:>8}  {info['first'] or '-':<10} "
+            f"  {name:<{names}} {info['releases']:>8}  {info['first'] or '-':<10} "
             f"{info['newest'] or '-':<11} {info['messages']:>8}  {len(info['unread'])}"
         )
-    return "\n".join(lines) + "\n"
+    return "".join(f"{part}\n" for line in lines for part in fit(line, width, shell=line == made_by))

@@ -11,7 +11,7 @@ import argparse
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attn_doctor.wrap.passthrough import CommandNotFound, Finished, run
 
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
     try:
         finished = run(command)
     except CommandNotFound as error:
-        sys.stderr.write(f"attn-doctor run: cannot run {error}\n")
+        _say(f"attn-doctor run: cannot run {error}\n")
         return 127
     blocking = os.environ.get("CUDA_LAUNCH_BLOCKING") == "1"
     if finished.returncode in (0, -signal.SIGINT, 128 + signal.SIGINT):
@@ -67,15 +67,30 @@ def _report(command: list[str], finished: Finished, blocking: bool, options: arg
             with open(options.report, "w", encoding="utf-8") as handle:
                 handle.write(diagnose.to_json(diagnosis))
         except OSError as error:
-            sys.stderr.write(f"attn-doctor: error: --report {options.report}: {error.strerror or error}\n")
+            _say(f"attn-doctor: error: --report {options.report}: {error.strerror or error}\n")
     return diagnosis
+
+
+def _say(text: str, stream: Any = None) -> None:
+    """``text`` on stderr (or ``stream``), fitted to its width; only imported when there is something
+    to say, so a command that succeeds starts and ends without it."""
+    from attn_doctor.report import width
+
+    width.write(text, stream or sys.stderr)
+
+
+class _FittedParser(argparse.ArgumentParser):
+    """argparse wraps its help to the terminal but prints a given usage line and its error lines
+    whole: here every message it prints is fitted too."""
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        if message:
+            _say(message, file)
 
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """Our options, then the command: after ``--``, or from its first word (``run python t.py``)."""
-    parser = argparse.ArgumentParser(
-        prog="attn-doctor run", usage=USAGE, description=__doc__.split("\n\n")[0]
-    )
+    parser = _FittedParser(prog="attn-doctor run", usage=USAGE, description=__doc__.split("\n\n")[0])
     parser.add_argument("--report", metavar="FILE", help="also write the diagnosis as JSON to FILE")
     parser.add_argument(
         "--format", choices=FORMATS, default="text", help="text (stderr) or github (annotations)"

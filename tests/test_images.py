@@ -247,3 +247,19 @@ def test_check_v_says_which_layer_won_each_fact(tmp_path: Path) -> None:
     assert torch + " from image nvcr.io/nvidia/pytorch:25.02-py3 (https://docs.nvidia.com/" in text
     assert "torch build CUDA 12.4 the local label of 2.5.1+cu124 won over CUDA 12.8 from image" in text
     assert "python 3.11 --python won over 3.12 from image nvcr.io/nvidia/pytorch:25.02-py3" in text
+
+
+def test_the_layers_example_of_features_md_is_the_real_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    example = (REPO / "docs" / "features.md").read_text().split("```text\nFacts (target: requirements.txt")[1]
+    expected = "Facts (target: requirements.txt" + example.split("```")[0]
+    (tmp_path / "Dockerfile").write_text(
+        "FROM nvcr.io/nvidia/pytorch:25.02-py3\nRUN pip install torch==2.6.0 transformers==4.51.0\n"
+    )
+    (tmp_path / "requirements.txt").write_text("torch==2.5.1+cu124\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "80")
+    output = cli("check", "--dockerfile", "Dockerfile", "-r", "requirements.txt", "-v", "--no-scan").stdout
+    facts = output[output.index("Facts (target:") :]
+    assert facts[: facts.index("  gpu source")] == expected

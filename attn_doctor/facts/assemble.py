@@ -9,6 +9,10 @@ Precedence, first to last (a later step overrides an earlier one):
    implies is absent from it, as in pip-audit. What a requirements file cannot state (GPUs,
    driver, CUDA toolkit) is unknown; its platform is Linux and its Python the runner's, and the
    report says so.
+   ``--image`` and ``--dockerfile`` declare one too, in layers, top first: each -r file over the
+   next, over the Dockerfile's installs, over its FROM image (or --image); a fact a layer states
+   wins over the layers below, and ``origins["over: NAME"]`` keeps what it replaced. An image's
+   Python is its record's or unknown, and its package list is open (facts/images.py).
    For `explain`, a log is a target too: without a declared one, the base is **the log's stack**
    (facts/log_facts.py: a freeze block, collect_env, wheel names, traceback frames), never this
    machine, whose packages need not be the log's (``--path`` names a machine's site-packages).

@@ -1,16 +1,19 @@
 """Container images and Dockerfiles as targets (attn_doctor/facts/images.py, sources/dockerfile.py):
-what an NGC or official PyTorch image ships, with a Dockerfile's pinned installs laid over it."""
+what an NGC or official PyTorch image ships, with a Dockerfile's pinned installs laid over it, and
+-r files laid over both."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
-from support import cli
+from support import REPO, cli
 from test_bad_input import assert_one_line_error
 
 NGC = "nvcr.io/nvidia/pytorch:25.12-py3"
+NGC_TABLE = json.loads((REPO / "tools" / "ngc_pytorch_images.json").read_text())["images"]
 
 
 def environment(*args: str | Path) -> dict:
@@ -27,6 +30,84 @@ def test_an_ngc_image_by_nvidias_release_notes() -> None:
     assert env["python"] == "3.12"
 
 
+@pytest.mark.parametrize("tag", sorted(NGC_TABLE))
+def test_every_fact_of_an_ngc_image_cites_the_page_that_states_it(tag: str) -> None:
+    """Each fact's origin names its own page (and the copy its words were read in), as the table
+    records it with the words quoted; the Python is the image's, never the runner's."""
+    record = NGC_TABLE[tag]
+    env = environment("--image", f"nvcr.io/nvidia/pytorch:{tag}-py3")["environment"]
+    facts = {"torch": env["packages"]["torch"]["origin"], "cuda": env["origins"]["torch_build"]}
+    facts["python"] = env["origins"]["python"]
+    for name, origin in facts.items():
+        assert record[name]["quote"] and origin.startswith(f"image nvcr.io/nvidia/pytorch:{tag}-py3 (")
+        assert record[name]["source"] in origin and record[name].get("via", "") in origin
+    assert env["packages"]["torch"]["version"] == record["torch"]["value"]
+    assert env["python"] == record["python"]["value"] and "runner" not in env["origins"]["python"]
+
+
+def test_25_02_cites_nvidias_release_notes_and_25_01_is_known() -> None:
+    """25.02's torch and CUDA are NVIDIA's words (rel-25-02.html, read where a thread quotes them);
+    25.01, the tag of the README's docker build example, is no longer refused."""
+    env = environment("--image", "nvcr.io/nvidia/pytorch:25.02-py3")["environment"]
+    for origin in (env["packages"]["torch"]["origin"], env["origins"]["torch_build"]):
+        assert (
+            "https://docs.nvidia.com/deeplearning/frameworks/pytorch-release-notes/rel-25-02.html" in origin
+        )
+    env = environment("--image", "nvcr.io/nvidia/pytorch:25.01-py3")["environment"]
+    assert env["packages"]["torch"]["version"] == "2.6.0a0+ecf3bae40a.nv25.1"
+    assert (env["torch_build"]["cuda"], env["python"]) == ("12.8", "3.12")
+
+
+def test_every_ngc_tag_the_readme_and_docs_use_is_known() -> None:
+    texts = [REPO / "README.md", *(REPO / "docs").glob("*.md"), REPO / "deploy" / "kubernetes" / "Dockerfile"]
+    tags = {
+        tag
+        for path in texts
+        for tag in re.findall(r"nvcr\.io/nvidia/pytorch:(\d\d\.\d\d)-py3", path.read_text())
+    }
+    assert "25.01" in tags
+    for tag in tags:
+        assert cli("check", "--image", f"nvcr.io/nvidia/pytorch:{tag}-py3").exit_code in (0, 1), tag
+
+
+def test_what_an_image_does_not_state_is_unknown_not_the_runners_or_absent() -> None:
+    """The official tag states torch and CUDA only: its Python is unknown (never the runner's), and
+    triton, which its record does not name, may be installed: rules on it are unknown, not passed."""
+    image = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+    report = environment("--image", image, "--feature", "torch_compile")
+    env = report["environment"]
+    assert env["python"] is None and "python" not in env["origins"]
+    verdicts = {f["id"]: f["verdict"] for f in report["findings"]}
+    assert verdicts["triton-3-2-needs-torch-2-6"] == "unknown"
+    text = cli("check", "--image", image, "-v").stdout
+    assert re.search(r"\[!\] triton +not named ", text)
+    assert "triton: not named in the image's record (installed or not)" in text
+    assert "need a package the image's record does not name: state it with" in text
+    pinned = environment("--image", image, "--pin", "triton==3.2.0", "--feature", "torch_compile")
+    assert {f["id"]: f["verdict"] for f in pinned["findings"]}["triton-3-2-needs-torch-2-6"] == "affected"
+
+
+@pytest.mark.parametrize(
+    ("base", "python", "origin"),
+    [
+        ("python:3.11-slim", "3.11", "image python:3.11-slim (its tag)"),
+        ("docker.io/library/python:3.12.4-bookworm", "3.12.4", "image docker.io/library/python:3.12.4"),
+        ("ubuntu:22.04", None, None),
+    ],
+)
+def test_a_dockerfiles_python_is_its_images(
+    tmp_path: Path, base: str, python: str | None, origin: str | None
+):
+    """A python:X.Y image states its Python in the tag; another image states none: unknown."""
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(f"FROM {base}\nRUN pip install torch==2.5.1\n")
+    env = environment("--dockerfile", dockerfile)["environment"]
+    assert env["python"] == python and (origin or "") in env["origins"].get("python", "")
+    assert (
+        env["origins"].get("python") is None if origin is None else "runner" not in env["origins"]["python"]
+    )
+
+
 def test_an_official_pytorch_tag_states_its_torch_and_cuda() -> None:
     env = environment("--image", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime")["environment"]
     assert env["packages"]["torch"]["version"] == "2.5.1"
@@ -36,7 +117,11 @@ def test_an_official_pytorch_tag_states_its_torch_and_cuda() -> None:
 @pytest.mark.parametrize(
     ("image", "needle"),
     [
-        ("nvcr.io/nvidia/pytorch:19.01-py3", "the release facts know: 25.02-py3, 25.10-py3, 25.12-py3"),
+        (
+            "nvcr.io/nvidia/pytorch:19.01-py3",
+            "the release facts know: 25.01-py3, 25.02-py3, 25.10-py3, 25.12-py3",
+        ),
+        ("pytorch/pytorch", "unknown tag 'latest'"),
         ("pytorch/pytorch:2.5.1-cuda11.2-cudnn9-runtime", "newest torch known"),
         ("pytorch/pytorch:latest", "unknown tag 'latest'"),
         ("ubuntu:22.04", "not an image whose contents are known"),
@@ -119,3 +204,62 @@ def test_sarif_points_at_the_dockerfile_line(dockerfile: Path) -> None:
     )
     location = found["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"].endswith("Dockerfile") and location["region"]["startLine"] == 3
+
+
+REQUIREMENTS_OVER_DOCKERFILE = """\
+FROM nvcr.io/nvidia/pytorch:25.02-py3
+RUN pip install transformers==4.51.0 accelerate==1.2.0
+"""
+
+
+def test_a_requirements_file_is_laid_over_the_dockerfile_over_its_image(tmp_path: Path) -> None:
+    """-r wins for what it states (torch, with its own CUDA, not the image's 12.8), the Dockerfile's
+    other pins stay (transformers), and its image is below both (Python)."""
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(REQUIREMENTS_OVER_DOCKERFILE)
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("torch==2.5.1+cu124\naccelerate==1.3.0\n")
+    env = environment("--dockerfile", dockerfile, "-r", requirements)["environment"]
+    packages = env["packages"]
+    assert (packages["torch"]["version"], packages["torch"]["origin"]) == ("2.5.1+cu124", f"{requirements}:1")
+    assert (
+        env["torch_build"]["cuda"] == "12.4"
+        and env["origins"]["torch_build"] == "the local label of 2.5.1+cu124"
+    )
+    assert (packages["transformers"]["version"], packages["transformers"]["origin"]) == (
+        "4.51.0",
+        f"{dockerfile}:2",
+    )
+    assert packages["accelerate"]["version"] == "1.3.0" and env["python"] == "3.12"
+    assert env["origins"]["over: accelerate"] == f"1.2.0 from {dockerfile}:2"
+
+
+def test_check_v_says_which_layer_won_each_fact(tmp_path: Path) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(REQUIREMENTS_OVER_DOCKERFILE.replace("transformers", "torch==2.6.0 transformers"))
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("torch==2.5.1+cu124\n")
+    result = cli("check", "--dockerfile", dockerfile, "-r", requirements, "-v", "--python", "3.11")
+    text = re.sub(r"\s+", " ", result.stdout)
+    torch = (
+        f"torch 2.5.1+cu124 {requirements}:1 won over 2.6.0 from {dockerfile}:2 won over 2.7.0a0+6c54963f75"
+    )
+    assert torch + " from image nvcr.io/nvidia/pytorch:25.02-py3 (https://docs.nvidia.com/" in text
+    assert "torch build CUDA 12.4 the local label of 2.5.1+cu124 won over CUDA 12.8 from image" in text
+    assert "python 3.11 --python won over 3.12 from image nvcr.io/nvidia/pytorch:25.02-py3" in text
+
+
+def test_the_layers_example_of_features_md_is_the_real_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    example = (REPO / "docs" / "features.md").read_text().split("```text\nFacts (target: requirements.txt")[1]
+    expected = "Facts (target: requirements.txt" + example.split("```")[0]
+    (tmp_path / "Dockerfile").write_text(
+        "FROM nvcr.io/nvidia/pytorch:25.02-py3\nRUN pip install torch==2.6.0 transformers==4.51.0\n"
+    )
+    (tmp_path / "requirements.txt").write_text("torch==2.5.1+cu124\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "80")
+    output = cli("check", "--dockerfile", "Dockerfile", "-r", "requirements.txt", "-v", "--no-scan").stdout
+    facts = output[output.index("Facts (target:") :]
+    assert facts[: facts.index("  gpu source")] == expected

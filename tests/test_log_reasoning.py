@@ -169,16 +169,19 @@ def test_the_error_line_itself_outranks_a_warning_far_above_it(tmp_path: Path):
 
 
 def test_a_fit_on_stated_versions_outranks_one_on_versions_another_pin_implies(tmp_path: Path):
-    """torch 2.5.1 stated in the log (pip list), triton 3.1.0 only implied by torch's pin: two
-    rules that fit alike on one message, the one that rests on the stated version ranks first
-    (though the other's id sorts first)."""
+    """torch 2.5.1 stated in the log (pip list), triton 3.1.0 only implied by torch's pin (which
+    holds on Python < 3.13: the log states 3.11): two rules that fit alike on one message, the
+    one that rests on the stated version ranks first (though the other's id sorts first)."""
     from tests.support import write_rule
 
     rules = tmp_path / "rules"
     symptoms = "['only supports Ampere GPUs']"
     write_rule(rules, "a-on-triton", 'packages = { triton = "==3.1.0" }', symptoms=symptoms)
     write_rule(rules, "b-on-torch", 'packages = { torch = "==2.5.1" }', symptoms=symptoms)
-    text = "torch              2.5.1\nRuntimeError: FlashAttention only supports Ampere GPUs or newer.\n"
+    text = (
+        "Python version: 3.11.9\ntorch              2.5.1\n"
+        "RuntimeError: FlashAttention only supports Ampere GPUs or newer.\n"
+    )
     report = explained(tmp_path, text, "--rules", str(rules))
     ours = [c for c in report["causes"] if c["id"] in ("a-on-triton", "b-on-torch")]
     assert [(c["id"], c["verdict"]) for c in ours] == [

@@ -959,15 +959,23 @@ def test_markers_in_snapshot_parse() -> None:
 
 
 def test_ngc_images_come_from_the_release_notes_table(tmp_path: Path) -> None:
-    """snapshot/ngc-pytorch-images.json is tools/ngc_pytorch_images.json without the evidence, and an
-    entry without torch, CUDA or its release-notes page is left out (and said)."""
+    """snapshot/ngc-pytorch-images.json is tools/ngc_pytorch_images.json without the quoted words
+    and notes; every fact there quotes its page; a fact without an https page is left out, and a
+    tag left without torch or CUDA is left out whole (each said)."""
     assert gen.write_ngc_images(tmp_path) == []
     assert (tmp_path / "ngc-pytorch-images.json").read_text() == (
         SNAPSHOT / "ngc-pytorch-images.json"
     ).read_text()
+    table = json.loads(gen.NGC_SOURCE.read_text())["images"]
+    assert all(fact["quote"] for entry in table.values() for key, fact in entry.items() if key != "notes")
     source = tmp_path / "source.json"
-    source.write_text(json.dumps({"source": "s", "images": {"25.12": {"torch": "2.10.0a0", "cuda": None}}}))
+    cited = {"value": "2.10.0a0", "source": "https://docs.nvidia.com/x.html", "quote": "q"}
+    unsourced = {"value": "13.1.0", "source": "docs.nvidia.com/x.html", "quote": "q"}
+    images = {"25.12": {"torch": cited, "cuda": unsourced}, "25.11": {"torch": cited, "python": cited}}
+    source.write_text(json.dumps({"source": "s", "images": images}))
     assert gen.write_ngc_images(tmp_path, source) == [
-        "NGC image 25.12: no torch, CUDA or reference; left out"
+        "NGC image 25.12: cuda has no value or https source; left out",
+        "NGC image 25.12: no torch or CUDA with its source; left out",
+        "NGC image 25.11: no torch or CUDA with its source; left out",
     ]
     assert json.loads((tmp_path / "ngc-pytorch-images.json").read_text())["images"] == {}

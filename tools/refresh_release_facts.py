@@ -1433,23 +1433,33 @@ NGC_SOURCE = Path(__file__).resolve().parent / "ngc_pytorch_images.json"
 
 
 def write_ngc_images(out: Path, source: Path = NGC_SOURCE) -> list[str]:
-    """snapshot/ngc-pytorch-images.json from the table read off NVIDIA's PyTorch container release
-    notes (tools/ngc_pytorch_images.json: one entry per YY.MM with its page and the words it
-    quotes). Entries without a torch, a CUDA or a release-notes reference are left out, and said."""
+    """snapshot/ngc-pytorch-images.json from the table of what each NGC PyTorch tag ships
+    (tools/ngc_pytorch_images.json: per tag, per fact, its value, the page that states it, where
+    those words were read when that is a copy, and the words). A fact without an https page is
+    left out; a tag left without torch or CUDA is left out whole. Both are said."""
     data = json.loads(source.read_text(encoding="utf-8"))
     kept, problems = {}, []
     for tag, entry in data["images"].items():
-        if (
-            entry.get("torch")
-            and entry.get("cuda")
-            and str(entry.get("reference", "")).startswith("https://")
-        ):
-            kept[tag] = {key: value for key, value in entry.items() if key not in ("evidence", "notes")}
+        facts = {}
+        for name, fact in entry.items():
+            if name == "notes":
+                continue
+            cited = _https(fact.get("source")) and ("via" not in fact or _https(fact["via"]))
+            if not (fact.get("value") and cited):
+                problems.append(f"NGC image {tag}: {name} has no value or https source; left out")
+                continue
+            facts[name] = {key: fact[key] for key in ("value", "source", "via") if key in fact}
+        if "torch" in facts and "cuda" in facts:
+            kept[tag] = facts
         else:
-            problems.append(f"NGC image {tag}: no torch, CUDA or reference; left out")
+            problems.append(f"NGC image {tag}: no torch or CUDA with its source; left out")
     document = {"source": data["source"], "images": dict(sorted(kept.items(), reverse=True))}
     (out / "ngc-pytorch-images.json").write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
     return problems
+
+
+def _https(url: object) -> bool:
+    return isinstance(url, str) and url.startswith("https://")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

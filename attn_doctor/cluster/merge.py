@@ -12,7 +12,7 @@ from attn_doctor.engine.loader import RuleSet
 from attn_doctor.engine.matcher import Finding, Verdict
 from attn_doctor.engine.schema import Rule
 from attn_doctor.engine.severity import SEVERITIES
-from attn_doctor.facts.model import OPEN_PACKAGE_LIST, Environment
+from attn_doctor.facts.model import OPEN_PACKAGE_LISTS, Environment
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def _facts_key(env: Environment) -> str:
     data = env.to_json_dict()
     data["packages"] = {name: {**package, "origin": ""} for name, package in data["packages"].items()}
     data["origins"] = sorted(env.origins)
-    data["open_package_list"] = env.origins.get("packages") == OPEN_PACKAGE_LIST
+    data["open_package_list"] = env.origins.get("packages") in OPEN_PACKAGE_LISTS
     data["features"] = [
         env.features.declared is not None,
         sorted((f.name, f.in_use, f.evidence) for f in env.features.facts.values()),

@@ -15,7 +15,7 @@ from packaging.version import Version
 from attn_doctor.engine.schema import Rule
 from attn_doctor.facts.features import EVIDENT_FEATURES
 from attn_doctor.facts.missing_names import MissingName
-from attn_doctor.facts.model import Environment, Package
+from attn_doctor.facts.model import OPEN_PACKAGE_LIST, OPEN_PACKAGE_LISTS, Environment, Package
 from attn_doctor.probes.observation import Observation, ProbeVerdict
 
 RELEASE = "release"  # the condition of every reason the release-facts snapshot decides
@@ -51,6 +51,7 @@ MISSING_PLATFORM = "platform"
 MISSING_VERSION = "version"  # a package named without a version, or one that is not a version
 MISSING_RELEASE_DATA = "release_data"  # a release the snapshot does not hold
 MISSING_FROM_LOG = "log"  # a package a log does not name
+MISSING_FROM_IMAGE = "image"  # a package an image's record does not name
 MISSING_API_ERROR = "api_error"  # explain's API tables need the error a log shows
 
 
@@ -207,15 +208,17 @@ def _in_releases(name: str, package: Package, spec: SpecifierSet) -> Reason:
 
 
 def not_installed(name: str, condition: str, env: Environment) -> Reason:
-    """Absent where the target's package list is closed; unknown where a log just does not name it."""
+    """Absent where the target's package list is closed; unknown where a log or an image's record
+    just does not name it."""
     if env.absent(name):
         return Reason(condition, False, f"{name} is not installed")
+    listed_by = env.origins["packages"]
     return Reason(
         condition,
         None,
-        f"{name}: not named in the log (installed or not)",
-        env.origins["packages"],
-        missing=MISSING_FROM_LOG,
+        f"{name}: not named in {OPEN_PACKAGE_LISTS[listed_by]} (installed or not)",
+        listed_by,
+        missing=MISSING_FROM_LOG if listed_by == OPEN_PACKAGE_LIST else MISSING_FROM_IMAGE,
     )
 
 

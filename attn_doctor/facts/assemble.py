@@ -9,6 +9,10 @@ Precedence, first to last (a later step overrides an earlier one):
    implies is absent from it, as in pip-audit. What a requirements file cannot state (GPUs,
    driver, CUDA toolkit) is unknown; its platform is Linux and its Python the runner's, and the
    report says so.
+   ``--image`` and ``--dockerfile`` declare one too, in layers, top first: each -r file over the
+   next, over the Dockerfile's installs, over its FROM image (or --image); a fact a layer states
+   wins over the layers below, and ``origins["over: NAME"]`` keeps what it replaced. An image's
+   Python is its record's or unknown, and its package list is open (facts/images.py).
    For `explain`, a log is a target too: without a declared one, the base is **the log's stack**
    (facts/log_facts.py: a freeze block, collect_env, wheel names, traceback frames), never this
    machine, whose packages need not be the log's (``--path`` names a machine's site-packages).
@@ -43,7 +47,9 @@ from attn_doctor.facts import gpus, system
 from attn_doctor.facts.features import FEATURES, FeatureFact, FeatureSet
 from attn_doctor.facts.model import (
     ABSENT,
+    OPEN_IMAGE_PACKAGE_LIST,
     OPEN_PACKAGE_LIST,
+    REPLACED,
     Environment,
     Gpu,
     Package,
@@ -173,34 +179,40 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
 
 
 def _declared_target(inputs: EnvironmentInputs, problems: list[str]) -> Environment:
-    """The env file and requirements files; lines a requirements file has that the reader does not
-    understand go to ``problems``."""
+    """The env file, requirements files, Dockerfile and image, in layers: each -r file over the next,
+    the first over the Dockerfile's installs, those over its FROM image (or --image). A layer's
+    fact wins over those below, which -v shows; lines a reader does not understand go to
+    ``problems``."""
     from attn_doctor.facts import whatif  # packaging's requirement parser: only for declared inputs
-    from attn_doctor.facts.sources import read_declared, read_dockerfile, read_image
+    from attn_doctor.facts.sources import read_declared
     from attn_doctor.facts.sources.common import Declared
 
+    is_image = inputs.image is not None or inputs.dockerfile is not None
     if inputs.env_file is not None:
         env = whatif.load_environment_file(inputs.env_file, "--env-file")
     else:
+        # an image's Python is its own: unknown where its record does not state it
+        runner = {"python": "the runner's Python (the requirements do not state the target's)"}
+        unstated = "the image does not state it" if is_image else "the requirements do not state it"
         env = Environment(
-            python=system.python_version(),
+            python=None if is_image else system.python_version(),
             platform="linux",
             machine="x86_64",
             gpu_source="unknown",
             origins={
-                "python": "the runner's Python (the requirements do not state the target's)",
-                "platform": "default target platform (the requirements do not state it)",
-                "machine": "default target platform (the requirements do not state it)",
+                **({} if is_image else runner),
+                "platform": f"default target platform ({unstated})",
+                "machine": f"default target platform ({unstated})",
             },
         )
     _target_platform(env, inputs)
+    image = _image_layers(inputs, env)
+    if image.python and not inputs.python:  # what the -r files' markers are read for
+        env.python, env.origins["python"] = image.python
     declared = Declared()
-    for path in inputs.requirements:  # first wins: -r files over the Dockerfile over the image
+    for path in inputs.requirements:
         declared.merge(read_declared(path, marker_environment(env)))
-    if inputs.dockerfile is not None:
-        declared.merge(read_dockerfile(inputs.dockerfile, marker_environment(env), inputs.stage))
-    if inputs.image is not None:
-        declared.merge(read_image(inputs.image))
+    declared.merge(image)
     problems += declared.problems
     given = [str(path) for path in (*inputs.requirements, inputs.dockerfile) if path is not None]
     given += [inputs.image] if inputs.image else []
@@ -212,16 +224,35 @@ def _declared_target(inputs: EnvironmentInputs, problems: list[str]) -> Environm
         env.target = f"{names} ({counted})" if inputs.env_file is None else env.target
         env = _over(env, declared.packages)
         _conda_facts(env, declared, inputs)
+        if declared.open_package_list:
+            env.origins["packages"] = OPEN_IMAGE_PACKAGE_LIST
+        for fact, statements in declared.replaced.items():
+            env.origins[REPLACED + fact] = "\n".join(statements)
     return env
 
 
+def _image_layers(inputs: EnvironmentInputs, env: Environment) -> Declared:
+    """The Dockerfile's installs over its FROM image, over --image: the bottom of the target."""
+    from attn_doctor.facts.sources import read_dockerfile, read_image
+    from attn_doctor.facts.sources.common import Declared
+
+    layers = Declared()
+    if inputs.dockerfile is not None:
+        layers.merge(read_dockerfile(inputs.dockerfile, marker_environment(env), inputs.stage))
+    if inputs.image is not None:
+        layers.merge(read_image(inputs.image))
+    return layers
+
+
 def _conda_facts(env: Environment, declared: Declared, inputs: EnvironmentInputs) -> None:
-    """What a conda file states beyond packages: torch's CUDA (pytorch-cuda, a build string) and the
-    Python; the options (--python) win."""
+    """What a conda file or an image states beyond packages: torch's CUDA (pytorch-cuda, a build
+    string, the image's) and the Python; the options (--python) win."""
     if declared.torch_cuda and "torch" in env.packages:
         env.torch_build = TorchBuild(cuda=declared.torch_cuda[0])
         env.origins["torch_build"] = declared.torch_cuda[1]
-    if declared.python and not inputs.python:
+    if declared.python and inputs.python:
+        declared.replaces("python", *declared.python)
+    elif declared.python:
         env.python = declared.python[0]
         env.origins["python"] = declared.python[1]
 

@@ -1,11 +1,16 @@
 """Container images as targets: what ``nvcr.io/nvidia/pytorch:YY.MM-py3`` and the official
 ``pytorch/pytorch:X.Y.Z-cudaA.B-cudnnN-runtime`` (or ``-devel``) images ship.
 
-NGC images are read from the release-facts snapshot's ``ngc-pytorch-images.json`` (NVIDIA's PyTorch
-container release notes, one reference per tag; tools/refresh_release_facts.py writes it). An
-official pytorch/pytorch tag states its torch release, CUDA and cuDNN itself; the tag is checked
-against the torch releases and CUDA variants the snapshot knows. Any other tag of these two
-repositories is an input error naming the tags known.
+NGC images are read from the release-facts snapshot's ``ngc-pytorch-images.json``: per tag, each
+fact with the page that states it (NVIDIA's PyTorch release notes where their words could be
+read, else a public file built on the tag; tools/refresh_release_facts.py writes it). An official
+pytorch/pytorch tag states its torch release, CUDA and cuDNN itself; the tag is checked against
+the torch releases and CUDA variants the snapshot knows. Any other tag of these two repositories
+is an input error naming the tags known.
+
+An image's record names only some of what the image holds: a fact it does not state (Python,
+triton, transformer-engine) is unknown, never the runner's, and its package list is open.
+``python:X.Y`` images (a Dockerfile's ``FROM``) state their Python in the tag.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from attn_doctor.releases.facts import ReleaseFacts
 
 NGC_REPOSITORY = "nvcr.io/nvidia/pytorch"
 OFFICIAL_REPOSITORIES = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker.io/pytorch/pytorch")
+PYTHON_REPOSITORIES = ("python", "library/python", "docker.io/library/python", "docker.io/python")
 _OFFICIAL_TAG = re.compile(
     r"^(?P<torch>[0-9]+\.[0-9]+\.[0-9]+)-cuda(?P<cuda>[0-9]+\.[0-9]+)-cudnn(?P<cudnn>[0-9]+)-(?:runtime|devel)$"
 )
-# NGC packages -> the names rules use
+_PYTHON_TAG = re.compile(r"^(?P<python>3\.[0-9]{1,2}(?:\.[0-9]{1,2})?)(?:-.*)?$")  # 3.11-slim, 3.12.4
+# NGC record facts -> the names rules use
 _NGC_PACKAGES = {
     "torch": "torch",
     "triton": "triton",
@@ -33,13 +40,23 @@ _NGC_PACKAGES = {
 
 
 def is_known_repository(reference: str) -> bool:
-    repository = reference.rsplit("@", 1)[0].rsplit(":", 1)[0]
+    repository, _ = _repository_and_tag(reference)
     return repository == NGC_REPOSITORY or repository in OFFICIAL_REPOSITORIES
+
+
+def _repository_and_tag(reference: str) -> tuple[str, str]:
+    """``nvcr.io/nvidia/pytorch:25.01-py3@sha256:...`` -> its repository and tag (Docker's
+    ``latest`` where none is given; ``localhost:5000/x`` is a registry's port, not a tag)."""
+    name = reference.partition("@")[0]
+    repository, colon, tag = name.rpartition(":")
+    if not colon or "/" in tag:
+        return name, "latest"
+    return repository, tag
 
 
 def image_facts(reference: str, facts: ReleaseFacts, source: str) -> Declared:
     """What the image ``reference`` ships; ``source`` names where the user gave it (``--image X``)."""
-    repository, _, tag = reference.partition("@")[0].rpartition(":")
+    repository, tag = _repository_and_tag(reference)
     if repository == NGC_REPOSITORY:
         return _ngc(tag, reference, facts, source)
     if repository in OFFICIAL_REPOSITORIES:
@@ -55,16 +72,22 @@ def _ngc(tag: str, reference: str, facts: ReleaseFacts, source: str) -> Declared
     if entry is None or not tag.endswith("-py3"):
         known = ", ".join(f"{name}-py3" for name in sorted(images, key=_month))
         raise InputError(source, f"unknown tag {tag!r} (the release facts know: {known or 'none'})")
-    origin = f"image {reference} ({entry['reference']})"
-    declared = Declared()
+    declared = Declared(open_package_list=True)
     for key, name in _NGC_PACKAGES.items():
-        if entry.get(key):
-            declared.add(name, entry[key], origin)
-    if entry.get("cuda"):
-        declared.torch_cuda = (".".join(str(entry["cuda"]).split(".")[:2]), origin)
-    if entry.get("python"):
-        declared.python = (str(entry["python"]), origin)
+        if key in entry:
+            declared.add(name, entry[key]["value"], _origin(reference, entry[key]))
+    if "cuda" in entry:
+        cuda = ".".join(str(entry["cuda"]["value"]).split(".")[:2])
+        declared.torch_cuda = (cuda, _origin(reference, entry["cuda"]))
+    if "python" in entry:
+        declared.python = (str(entry["python"]["value"]), _origin(reference, entry["python"]))
     return declared
+
+
+def _origin(reference: str, fact: dict[str, str]) -> str:
+    """Where one fact of an image's record comes from: its page, and the copy read where it was."""
+    quoted = f", as quoted in {fact['via']}" if "via" in fact else ""
+    return f"image {reference} ({fact['source']}{quoted})"
 
 
 def _official(tag: str, reference: str, facts: ReleaseFacts, source: str) -> Declared:
@@ -78,9 +101,20 @@ def _official(tag: str, reference: str, facts: ReleaseFacts, source: str) -> Dec
         )
         raise InputError(source, f"unknown tag {tag!r}{hint}")
     origin = f"image {reference} (its tag)"
-    declared = Declared()
+    declared = Declared(open_package_list=True)
     declared.add("torch", match["torch"], origin)
     declared.torch_cuda = (match["cuda"], origin)
+    return declared
+
+
+def python_image_facts(reference: str) -> Declared | None:
+    """A ``python:3.11-slim`` image: the Python its tag states (None for another image or tag)."""
+    repository, tag = _repository_and_tag(reference)
+    match = _PYTHON_TAG.match(tag) if repository in PYTHON_REPOSITORIES else None
+    if match is None:
+        return None
+    declared = Declared()
+    declared.python = (match["python"], f"image {reference} (its tag)")
     return declared
 
 

@@ -25,8 +25,13 @@ READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
 THIS_MACHINE = "this machine"
 MAX_VERSION_CHARS = 64  # no release, driver or CUDA version comes near; 4,301 digits would crash int()
 # origins["packages"] of a target whose package list is open: a log names only some of its packages,
-# so one it does not name is unknown, not absent (a probed machine or a requirements file is closed)
+# an image's record only some of the image's, so one they do not name is unknown, not absent (a
+# probed machine or a requirements file is closed); each with the words for what did not name it
 OPEN_PACKAGE_LIST = "the log (a package it does not name may still be installed)"
+OPEN_IMAGE_PACKAGE_LIST = "the image's record (a package it does not name may still be installed)"
+OPEN_PACKAGE_LISTS = {OPEN_PACKAGE_LIST: "the log", OPEN_IMAGE_PACKAGE_LIST: "the image's record"}
+# origins["over: torch"]: what a layer of a declared target replaced ("FILE:LINE (2.6.0)"), for -v
+REPLACED = "over: "
 ABSENT = "absent: "  # origins["absent: xformers"]: where the log says the package is not installed
 # The shapes of the numeric facts: what reads them splits on "." and calls int() on the parts, so
 # "9.0.0", "9.a", "¹.²" (str.isdigit, but not int) or "-1" must stop where the file is read.
@@ -108,8 +113,9 @@ class Environment:
 
     def absent(self, name: str) -> bool | None:
         """Whether a package missing from ``packages`` is known to be absent (None: it may be there).
-        On a log's open package list, only what the log says is missing ("No module named 'x'")."""
-        if self.origins.get("packages") != OPEN_PACKAGE_LIST:
+        On an open package list (a log's, an image's), only what a log says is missing ("No module
+        named 'x'")."""
+        if self.origins.get("packages") not in OPEN_PACKAGE_LISTS:
             return True
         return True if ABSENT + name in self.origins else None
 
@@ -261,6 +267,21 @@ def marker_environment(env: Environment) -> dict[str, str]:
         values["python_version"] = ".".join(env.python.split(".")[:2])
     values |= {"implementation_name": "cpython", "platform_python_implementation": "CPython"}
     return values
+
+
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_MARKER_NAMES = re.compile(
+    r"\b(python_version|python_full_version|platform_machine|platform_system|sys_platform|os_name"
+    r"|implementation_name|platform_python_implementation|platform_release|platform_version"
+    r"|implementation_version)\b"
+)
+
+
+def marker_states(marker: str, markers: dict[str, str]) -> bool:
+    """Whether ``markers`` state every fact ``marker`` reads. packaging fills the others with the
+    runner's own values (its Python, its machine), which are not the target's: a marker that
+    needs a fact the target does not state must not be evaluated."""
+    return all(name in markers for name in _MARKER_NAMES.findall(_QUOTED.sub("", marker)))
 
 
 def describe_torch_build(build: TorchBuild | None) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from attn_doctor.facts.model import marker_states
 from attn_doctor.releases.api_changes import ApiChanges
 
 if TYPE_CHECKING:  # imported where requirements are read: `check` on a clean machine never needs them
@@ -310,9 +311,12 @@ class ReleaseFacts:
 
 
 def _applies(marker: Marker, markers: dict[str, str]) -> bool:
-    """A marker the target's facts cannot decide (an ``extra``) does not apply."""
+    """A marker the target's facts cannot decide (an ``extra``, a Python it does not state) does not
+    apply."""
     from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 
+    if not marker_states(str(marker), markers):
+        return False
     try:
         return marker.evaluate({"extra": "", **markers})
     except (UndefinedComparison, UndefinedEnvironmentName, InvalidMarker):

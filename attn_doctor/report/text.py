@@ -12,7 +12,7 @@ from attn_doctor.check import CheckResult
 from attn_doctor.engine.fix_pins import reconcile
 from attn_doctor.engine.matcher import RELEASE, Finding, Verdict, pending_features
 from attn_doctor.engine.schema import COMPONENTS
-from attn_doctor.facts.model import Environment, describe_torch_build
+from attn_doctor.facts.model import REPLACED, Environment, describe_torch_build
 from attn_doctor.probes.observation import ProbeVerdict
 from attn_doctor.report import install, unknowns
 from attn_doctor.report.width import fit
@@ -222,18 +222,28 @@ def fact_lines(env: Environment) -> list[Line]:
     lines: list[Line] = [(f"Facts (target: {env.target}):", "bold")]
     for name, package in sorted(env.packages.items()):
         lines.append((f"  {name:<24} {package.version or '?':<28} {package.origin}", ""))
+        lines += _replaced(env, name)
     lines.append(_fact("torch build", describe_torch_build(env.torch_build), env.origins.get("torch_build")))
+    lines += _replaced(env, "torch build")
     for gpu in env.gpus:
         lines.append((f"  {'gpu':<24} {gpu.name} cc={gpu.compute_capability} driver={gpu.driver}", ""))
     lines.append((f"  {'gpu source':<24} {env.gpu_source}", ""))
     for label in ("nvcc", "python", "platform", "os", "libc"):
         value = getattr(env, label) or ("none" if label in env.origins else "unknown")
         lines.append(_fact(label, value, env.origins.get(label)))
+        lines += _replaced(env, label)
     lines.append(_fact("features declared", env.features.declared or "no", None))
     for fact in sorted(env.features.facts.values(), key=lambda f: f.name):
         state = "in use" if fact.in_use else "not in use"
         lines.append(_fact(f"feature {fact.name}", state, f"{fact.source} {' '.join(fact.evidence)}".strip()))
     return lines
+
+
+def _replaced(env: Environment, fact: str) -> list[Line]:
+    """What a layer of the target below the one that won stated for ``fact`` (a -r file won over
+    the Dockerfile's line, which won over the image's record)."""
+    statements = env.origins.get(REPLACED + fact, "")
+    return [(f"      won over {statement}", "dim") for statement in statements.splitlines()]
 
 
 def _fact(label: str, value: str, origin: str | None) -> Line:

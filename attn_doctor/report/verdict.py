@@ -46,7 +46,12 @@ LEVELS = ("critical", "unknown", "warning", "info", "pass")  # most severe first
 FAILING_LEVELS = ("critical", "unknown")  # exit 1: out of rotation
 
 # missing facts of the tool, not of the node: a rule unknown only for these is information
-_TOOL_FACTS = {matcher.MISSING_RELEASE_DATA, matcher.MISSING_FROM_LOG, matcher.MISSING_API_ERROR}
+_TOOL_FACTS = {
+    matcher.MISSING_RELEASE_DATA,
+    matcher.MISSING_FROM_LOG,
+    matcher.MISSING_FROM_IMAGE,
+    matcher.MISSING_API_ERROR,
+}
 _AFFECTED_LEVEL = {"error": "critical", "warning": "warning", "info": "info"}
 
 

@@ -10,18 +10,22 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from attn_doctor.errors import InputError
-from attn_doctor.facts.model import MAX_VERSION_CHARS, Package
+from attn_doctor.facts.model import MAX_VERSION_CHARS, Package, marker_states
 from attn_doctor.facts.names import installed_name
 
 
 @dataclass
 class Declared:
-    """What one pin file states about the target. Each fact keeps the file and line it came from."""
+    """What one pin file (or image) states about the target. Each fact keeps where it came from."""
 
     packages: dict[str, Package] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # lines it does not understand: reported
     torch_cuda: tuple[str, str] | None = None  # (CUDA version, origin): conda's pytorch-cuda, builds
     python: tuple[str, str] | None = None  # (version, origin): conda's python=3.11
+    # an image's record names only some of its packages: one it does not name may be there
+    open_package_list: bool = False
+    # per fact ("torch", "torch build", "python"): what lower layers stated and this one replaced
+    replaced: dict[str, list[str]] = field(default_factory=dict)
 
     def add(self, name: str, version: str | None, origin: str, distribution: str | None = None) -> None:
         """A package; the first statement of a name wins (a lock lists each once per resolution).
@@ -33,11 +37,30 @@ class Declared:
         self.packages.setdefault(package.name, package)
 
     def merge(self, other: Declared) -> None:
+        """Lay this layer over ``other``: what this one states wins, and what it replaces is kept in
+        ``replaced``; the rest of ``other`` stays. ``other``'s torch CUDA goes with its torch: a torch
+        this layer states brings its own (its label, or what its release implies)."""
+        states_torch = "torch" in self.packages
         for name, package in other.packages.items():
-            self.packages.setdefault(name, package)
+            if name in self.packages:
+                self.replaces(name, package.version or "no version", package.origin)
+            else:
+                self.packages[name] = package
         self.problems += other.problems
-        self.torch_cuda = self.torch_cuda or other.torch_cuda
+        if other.torch_cuda and (self.torch_cuda or states_torch):
+            self.replaces("torch build", f"CUDA {other.torch_cuda[0]}", other.torch_cuda[1])
+        else:
+            self.torch_cuda = self.torch_cuda or other.torch_cuda
+        if other.python and self.python:
+            self.replaces("python", *other.python)
         self.python = self.python or other.python
+        self.open_package_list = self.open_package_list or other.open_package_list
+        for fact, statements in other.replaced.items():
+            self.replaced.setdefault(fact, []).extend(statements)
+
+    def replaces(self, fact: str, value: str, origin: str) -> None:
+        """Record that this layer's ``fact`` won over ``value``, stated by ``origin`` below it."""
+        self.replaced.setdefault(fact, []).append(f"{value} from {origin}")
 
 
 def applies(marker: str | None, markers: dict[str, str], origin: str) -> bool:
@@ -45,6 +68,8 @@ def applies(marker: str | None, markers: dict[str, str], origin: str) -> bool:
     on a fact the target does not state (an ``extra``) does not apply."""
     if not marker:
         return True
+    if not marker_states(marker, markers):
+        return False
     try:
         return Marker(marker).evaluate({"extra": "", **markers})
     except UndefinedEnvironmentName:

@@ -1,8 +1,8 @@
 """A Dockerfile: the image its stage is built ``FROM`` (facts/images.py), with the versions its
 ``pip install``, ``uv pip install``, ``python -m pip install`` and ``conda install`` lines pin laid
 over the image's. The last stage by default (``--stage`` chooses); a ``FROM`` another stage of the
-file follows that stage. ``FROM`` an image whose contents are not known (``python:3.11-slim``)
-gives only the installed lines' packages.
+file follows that stage. ``FROM`` an image whose contents are not known gives only the installed
+lines' packages (and, for ``python:3.11-slim``, the Python its tag states).
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ def _stage_facts(path: Path, stage: Stage, stages: dict[str, Stage], depth: int)
         base = _stage_facts(path, stages[image], stages, depth + 1)
     elif images.is_known_repository(image):
         base = images.image_facts(image, snapshot(), f"{path}:{line} FROM {image}")
-    if "torch" in declared.packages:  # torch installed over the image's: the image's CUDA is not its
-        base.torch_cuda = None
-    declared.merge(base)
+    else:
+        base = images.python_image_facts(image) or base
+    declared.merge(base)  # torch installed over the image's: the image's CUDA goes with its torch
     return declared
 
 

@@ -235,15 +235,13 @@ def run_python(venv: Path, code: str, timeout_s: float = 600) -> subprocess.Comp
 @dataclass
 class ProbeOutcome:
     observations: dict[str, Observation]  # by rule id
-    wall_s: float
     stderr: str
 
 
 def probe_in(venv: Path, probe: Probe, timeout_s: float = 180) -> ProbeOutcome:
-    """One probe's child with the venv's interpreter, read by the real runner."""
+    """One probe's child with the venv's interpreter, read by the real runner (a child past
+    ``timeout_s`` is a probe error; how long probes take is benchmarks/probe_wall_time.py's)."""
     command = [str(venv / "bin" / "python"), "-m", "attn_doctor.probes.child", probe.module]
-    started = time.perf_counter()
     output = run_child(command, _environment(), timeout_s)
-    wall_s = time.perf_counter() - started
     found = {item.rule: item for item in interpret(probe, output, timeout_s)}
-    return ProbeOutcome(found, wall_s, output.stderr)
+    return ProbeOutcome(found, output.stderr)

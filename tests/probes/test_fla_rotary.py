@@ -95,7 +95,6 @@ def test_real_releases(requirements: tuple[str, ...], expected: ProbeVerdict, ev
         outcome = probe_in(venv, PROBE)
     [observation] = outcome.observations.values()
     assert (observation.verdict, observation.evidence) == (expected, evidence), outcome.stderr[-2000:]
-    assert outcome.wall_s < 60
 
 
 FAITHFUL = textwrap.dedent(

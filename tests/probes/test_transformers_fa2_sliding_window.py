@@ -267,7 +267,7 @@ FIXED_FORWARD = (NOT_AFFECTED, "Gemma2 forward without cache (FA2, 2x10 tokens, 
 def test_probe_on_release(release: str, expected: Expected) -> None:
     with release_venv(f"transformers=={release}") as venv:
         outcome = probe_in(venv, PROBE)
-    observations, wall_s = outcome.observations, outcome.wall_s
+    observations = outcome.observations
     assert set(observations) == set(expected) == set(PROBE.rules)
     for rule, (verdict, evidence) in expected.items():
         observation = observations[rule]
@@ -284,4 +284,3 @@ def test_probe_on_release(release: str, expected: Expected) -> None:
             assert at_window is None or at_window > WRONG
     if observations[PREFILL_SLICE_RULE].verdict is AFFECTED:  # the keys handed over, cut to the window
         assert KEYS_CUT in observations[PREFILL_SLICE_RULE].evidence
-    assert wall_s < 30, f"the probe took {wall_s:.1f} s"  # about 5 s here

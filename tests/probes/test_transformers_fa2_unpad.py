@@ -286,7 +286,7 @@ def test_probe_on_release(
 ) -> None:
     with release_venv(f"transformers=={release}") as venv:
         outcome = probe_in(venv, PROBE)
-    observations, wall_s = outcome.observations, outcome.wall_s
+    observations = outcome.observations
     assert observations[CU_SEQLENS_RULE].verdict is cu_seqlens, observations
     assert observations[POSITION_IDS_RULE].verdict is position_ids, observations
     for rule in (CU_SEQLENS_RULE, POSITION_IDS_RULE):  # one batch, told apart by where it broke
@@ -302,4 +302,3 @@ def test_probe_on_release(
         second, first = row_errors(observations[HYBRID_PADDING_RULE].evidence)
         assert first <= 1e-4  # the tolerance; about 1e-7 in every release here
         assert second > 0.1 if hybrid is AFFECTED else second <= 1e-4  # 4.48.0/4.48.1: about 0.43
-    assert wall_s < 30, f"the probe took {wall_s:.1f} s"  # about 2 s here

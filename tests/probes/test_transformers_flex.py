@@ -109,8 +109,7 @@ def test_no_clean_answer_is_a_probe_error() -> None:
 def test_probe_on_release(release: str, probe: Probe, verdict: ProbeVerdict, evidence: list[str]) -> None:
     with release_venv(f"transformers=={release}") as venv:
         outcome = probe_in(venv, probe)
-    [observation], wall_s = outcome.observations.values(), outcome.wall_s
+    [observation] = outcome.observations.values()
     assert observation.verdict is verdict, observation
     for part in evidence:
         assert part in observation.evidence, observation
-    assert wall_s < 30, f"the probe took {wall_s:.1f} s"  # 3-7 s here, on 2 shared cores

@@ -47,13 +47,18 @@ def env_file(tmp_path: Path, nvcc: str, **packages: str) -> Path:
     return path
 
 
-def causes(tmp_path: Path, log: str, *args: str) -> list[str]:
-    """The rule ids `explain` names for this log, most likely first."""
+def cause_verdicts(tmp_path: Path, log: str, *args: str) -> dict[str, str]:
+    """The rules `explain` names for this log, most likely first, each with its verdict."""
     path = tmp_path / "error.log"
     path.write_text(log)
     result = cli("explain", path, "--format", "json", "--no-scan", *args)
     assert result.exit_code in (0, 1), result.stderr
-    return [cause["id"] for cause in json.loads(result.stdout)["causes"]]
+    return {cause["id"]: cause["verdict"] for cause in json.loads(result.stdout)["causes"]}
+
+
+def causes(tmp_path: Path, log: str, *args: str) -> list[str]:
+    """The rule ids `explain` names for this log, most likely first."""
+    return list(cause_verdicts(tmp_path, log, *args))
 
 
 # triton-ptx-version-vs-ptxas (WRONG): triton < 3.5 with nvcc >= 12.6 also flagged 3.3/3.4 with a
@@ -162,6 +167,32 @@ def test_rocm_rule_is_an_install_rule(tmp_path):
         "      torch.__version__  = 1.13.1+rocm5.2\n"
     )
     assert "flash-attn-rocm-before-2-6-2" in causes(tmp_path, log, "--pin", "flash-attn==1.0.4")
+
+
+# flash-attn-rocm-ck-gpu-unsupported (turn 4, nit): setup.py's CK target list changed in 2.8.0 (PR
+# #1586): gfx950 is refused before it, gfx940/gfx941 from it. Each is its own rule now.
+CK_GFX950 = "flash-attn-rocm-ck-gfx950-before-2-8"
+CK_GFX941 = "flash-attn-rocm-ck-gfx940-gfx941-from-2-8"
+
+
+@pytest.mark.parametrize(
+    ("gfx", "flash_attn", "rule", "expected"),
+    [
+        ("gfx950", "2.6.2", CK_GFX950, "affected"),
+        ("gfx950", "2.7.4.post1", CK_GFX950, "affected"),
+        ("gfx950", "2.8.0", CK_GFX950, "not-affected"),
+        ("gfx941", "2.7.4.post1", CK_GFX941, "not-affected"),
+        ("gfx941", "2.8.0", CK_GFX941, "affected"),
+        ("gfx940", "2.8.3", CK_GFX941, "affected"),
+    ],
+)
+def test_ck_target_list_changed_in_2_8(tmp_path, gfx, flash_attn, rule, expected):
+    log = f"AssertionError: One of GPU archs of ['{gfx}'] is invalid or not supported by Flash-Attention\n"
+    args = ("--pin", f"flash-attn=={flash_attn}", "--pin", "torch==2.7.1+rocm6.3")
+    found = cause_verdicts(tmp_path, log, *args)
+    assert found[rule] == expected
+    if expected == "affected":
+        assert next(iter(found)) == rule
 
 
 # flash-attn-v1-backward-headdim-requires-sm80 (PARTLY): 1.0.0-1.0.3.post0 check is_sm80 || is_sm90.

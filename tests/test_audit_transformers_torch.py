@@ -1,5 +1,6 @@
 """Spot checks of the tier-3 rules audit (components transformers, torch, sdpa, flex-attention, cuda,
-gpu; /work/shared/research/rules-audit-t3-transformers-torch.md): the real CLI on the real rules
+gpu; /work/shared/research/rules-audit-t3-transformers-torch.md) and of the turn-4 audit's corrections
+to the same components (/work/shared/research/rules-audit-t4.md): the real CLI on the real rules
 database, each case a version the audit read in the release wheels."""
 
 from __future__ import annotations
@@ -198,18 +199,34 @@ def test_flex_attention_uncompiled_from_4_47(check, transformers, expected):
     assert verdict(found, "transformers-flex-attention-uncompiled") == expected
 
 
+# turn 4: flex_attention began in 4.47.0 with GPT-NeoX, whose mask code calls .dim() on a BlockMask
+@pytest.mark.parametrize(("transformers", "expected"), [("4.46.3", "not-affected"), ("4.47.0", "affected")])
+def test_blockmask_without_dim_from_the_first_flex_release(check, transformers, expected):
+    found = check(*pins(f"transformers=={transformers}", "torch==2.5.1+cu124"), *features("flex_attention"))
+    assert verdict(found, "transformers-flex-blockmask-no-dim") == expected
+
+
 def test_blockmask_fix_is_in_the_yanked_4_52_0(check):
     found = check(*pins("transformers==4.52.0", "torch==2.6.0+cu124"), *features("flex_attention"))
     assert verdict(found, "transformers-flex-blockmask-no-dim") == "not-affected"
 
 
-# transformers' FA2 floor: 4.34.x "> 2.0.0"; 4.35-5.3 2.1.0 on CUDA, 2.0.4 on ROCm; 5.4+ 2.3.3
+# transformers' FA2 floor: 4.34.x "> 2.0.0"; 4.35.x 2.1.0 on any build (turn 4: no hip branch yet);
+# 4.36-5.3 2.1.0 on CUDA, 2.0.4 on ROCm; 5.4+ 2.3.3
 @pytest.mark.parametrize(
     ("transformers", "torch", "flash_attn", "rule", "expected"),
     [
         ("4.34.1", "2.1.0+cu121", "2.0.4", "transformers-flash-attn-too-old", "not-affected"),
         ("4.34.1", "2.1.0+cu121", "2.0.4", "transformers-flash-attn-too-old-4-34", "not-affected"),
         ("4.34.1", "2.1.0+cu121", "1.0.9", "transformers-flash-attn-too-old-4-34", "affected"),
+        ("4.34.1", "2.1.0+rocm5.6", "2.0.9", "transformers-flash-attn-too-old-4-35", "not-affected"),
+        ("4.35.2", "2.1.0+rocm5.6", "2.0.9", "transformers-flash-attn-too-old-4-35", "affected"),
+        ("4.35.2", "2.1.0+rocm5.6", "2.0.9", "transformers-flash-attn-too-old-rocm", "not-affected"),
+        ("4.35.2", "2.1.0+rocm5.6", "2.1.0", "transformers-flash-attn-too-old-4-35", "not-affected"),
+        ("4.35.2", "2.1.0+cu121", "2.0.9", "transformers-flash-attn-too-old-4-35", "affected"),
+        ("4.35.2", "2.1.0+cu121", "2.0.9", "transformers-flash-attn-too-old", "not-affected"),  # 4-35's
+        ("4.36.0", "2.1.0+rocm5.6", "2.0.9", "transformers-flash-attn-too-old-4-35", "not-affected"),
+        ("4.36.0", "2.1.0+cu121", "2.0.9", "transformers-flash-attn-too-old", "affected"),
         ("4.40.0", "2.1.0+cu121", "2.0.4", "transformers-flash-attn-too-old", "affected"),
         ("4.40.0", "2.1.0+rocm5.6", "2.0.4", "transformers-flash-attn-too-old", "not-affected"),
         ("4.40.0", "2.1.0+rocm5.6", "2.0.4", "transformers-flash-attn-too-old-rocm", "not-affected"),
@@ -220,6 +237,19 @@ def test_blockmask_fix_is_in_the_yanked_4_52_0(check):
 def test_flash_attn_floor_per_release_and_build(check, transformers, torch, flash_attn, rule, expected):
     stack = pins(f"transformers=={transformers}", f"torch=={torch}", f"flash-attn=={flash_attn}")
     assert verdict(check(*stack, *features("flash_attention_2")), rule) == expected
+
+
+def test_flash_attn_4_35_words_name_its_floor(explain):
+    """4.35.x says "Make sure to have at least the version 2.1.0" (modeling_utils.py:1275)."""
+    line = (
+        "ImportError: Flash Attention 2 is not available. Please refer to the documentation of"
+        " https://github.com/Dao-AILab/flash-attention for installing it."
+        " Make sure to have at least the version 2.1.0\n"
+    )
+    stack = pins("transformers==4.35.2", "torch==2.1.0+rocm5.6", "flash-attn==2.0.9")
+    causes = explain(line, *stack, *features("flash_attention_2"))
+    assert next(iter(causes)) == "transformers-flash-attn-too-old-4-35"
+    assert causes["transformers-flash-attn-too-old-4-35"] == "affected"
 
 
 @pytest.mark.parametrize(
@@ -266,6 +296,20 @@ def test_torch_2_0_compile_refuses_python_3_11(tmp_path, torch, python, expected
     )
     found = {f["id"]: f for f in json.loads(result.stdout)["findings"]}
     assert verdict(found, "torch-compile-python-3-11-needs-torch-2-1") == expected
+
+
+# turn 4: the native MPS SDPA op, first in 2.5.0, sizes its output by the query's head dim until 2.12
+@pytest.mark.parametrize(
+    ("torch", "expected"),
+    [("2.4.1", "not-affected"), ("2.5.0", "affected"), ("2.11.0", "affected"), ("2.12.0", "not-affected")],
+)
+def test_mps_value_head_dim_from_the_first_native_mps_sdpa(tmp_path, torch, expected):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(f"torch=={torch}\n")
+    args = ("-r", requirements, "--platform", "darwin", "--feature", "sdpa")
+    result = cli("check", "--format", "json", "--no-scan", *args)
+    found = {f["id"]: f for f in json.loads(result.stdout)["findings"]}
+    assert verdict(found, "sdpa-mps-value-head-dim-mismatch") == expected
 
 
 def test_cudnn_mismatch_in_torch_2_words(explain):

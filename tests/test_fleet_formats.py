@@ -37,7 +37,7 @@ def npd(*args: str | Path) -> tuple[int, str]:
 def test_npd_healthy_node_is_ok():
     code, line = npd("--env-file", HEALTHY)
     assert code == 0
-    assert line == "attn-doctor: ok: 0 of 96 rules failing (0 affected, 0 unknown, 1 if used)"
+    assert line == "attn-doctor: ok: 0 of 97 rules failing (0 affected, 0 unknown, 1 if used)"
 
 
 def test_npd_mismatch_is_a_problem_naming_the_rule():
@@ -49,7 +49,7 @@ def test_npd_mismatch_is_a_problem_naming_the_rule():
 
 def test_npd_follows_fail_on():
     code, line = npd("--env-file", MISMATCH, "--fail-on", "never")
-    assert (code, line) == (0, "attn-doctor: ok: 0 of 96 rules failing (1 affected, 0 unknown, 6 if used)")
+    assert (code, line) == (0, "attn-doctor: ok: 0 of 97 rules failing (1 affected, 0 unknown, 6 if used)")
 
 
 def test_npd_most_severe_first_then_how_many_more(tmp_path):
@@ -149,7 +149,7 @@ def test_prometheus_healthy_h100():
     code, samples = prometheus("--env-file", HEALTHY)
     assert code == 0
     findings = samples["attn_doctor_finding"]
-    assert len(findings) == 96 and len({s.labels["rule"] for s in findings}) == 96
+    assert len(findings) == 97 and len({s.labels["rule"] for s in findings}) == 97
     assert all(set(s.labels) == FINDING_LABELS and s.value == 0 for s in findings)
     assert {s.labels["verdict"] for s in findings} == {"not-affected", "unknown"}  # 1 "if used"
     (info,) = samples["attn_doctor_stack_info"]
@@ -253,7 +253,7 @@ def test_verdict_healthy_h100_passes():
     assert document["conditional"] == [
         {"id": "transformers-fa2-4d-attention-mask", "features": ["flash_attention_2", "attention_mask_4d"]}
     ]
-    assert document["rules_checked"] == 96
+    assert document["rules_checked"] == 97
 
 
 def test_verdict_xformers_torch_mismatch_is_critical_with_the_action():

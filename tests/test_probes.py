@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from attn_doctor.forkserver import Launcher
 from attn_doctor.isolation import child_environment
@@ -69,12 +68,10 @@ def test_every_probe_names_real_rules_and_modules() -> None:
 
 
 def _broken_transformers(site: Site, body: str, version: str = "4.44.0") -> None:
-    """A transformers whose import does ``body``; from 4.48.0 on it ships integrations/flex_attention.py."""
+    """A transformers whose import does ``body`` (the flex probes judge it by its metadata's release)."""
     site.install("transformers", version)
-    (site.path / "transformers" / "integrations").mkdir(parents=True)
+    (site.path / "transformers").mkdir(parents=True)
     (site.path / "transformers" / "__init__.py").write_text(textwrap.dedent(body))
-    if Version(version) >= Version("4.48.0"):
-        (site.path / "transformers" / "integrations" / "flex_attention.py").write_text("")
 
 
 def _doctor(site: Site, *args: str) -> subprocess.CompletedProcess[str]:
@@ -108,8 +105,11 @@ def test_check_probe_survives_a_library_whose_import_fails(site: Site, body: str
     assert finding["probe"]["verdict"] == "probe-error" and said in finding["probe"]["evidence"]
     assert finding["verdict"] == finding["version_verdict"] == "affected"  # the versions still speak
     # the flex probes read the release before importing it: 4.44.0 has no flex_attention
-    assert by_id["transformers-flex-pad-none-key-length"]["probe"]["verdict"] == "skipped"
-    assert "no flex_attention" in by_id["transformers-flex-pad-none-key-length"]["probe"]["evidence"]
+    for rule, lacks in (
+        ("transformers-flex-blockmask-no-dim", "no flex_attention (added in 4.47.0)"),
+        ("transformers-flex-pad-none-key-length", "no make_flex_block_causal_mask (added in 4.48.0)"),
+    ):
+        assert by_id[rule]["probe"]["verdict"] == "skipped" and lacks in by_id[rule]["probe"]["evidence"]
     errors = [line for line in done.stderr.splitlines() if line.strip()]
     assert errors and all(line.startswith("attn-doctor: error: probe ") for line in errors), done.stderr
     assert "Traceback" not in done.stderr

@@ -1,8 +1,9 @@
 """Does each flex_attention model family take a ready-made BlockMask as its attention_mask?
 
-transformers 4.48-4.51 build the flex mask in each family's ``_update_causal_mask``; families whose
-override lacks a BlockMask branch call ``.dim()`` on it. Reading the source cannot tell which
-families of the installed release do, so one-layer random models of each family are given one.
+transformers 4.47-4.51 build the flex mask in each family's ``_update_causal_mask``; families whose
+code lacks a BlockMask branch call ``.dim()`` on it (4.47.0's only flex family, GPT-NeoX, among
+them). Reading the source cannot tell which families of the installed release do, so one-layer
+random models of each family are given one.
 
 Also the helpers the flex_attention padding probe shares: loading the stack eagerly, tiny models,
 and turning attempts into one observation.
@@ -19,10 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 from attn_doctor.isolation import installed_versions
 from attn_doctor.probes.observation import Observation, ProbeSkipped, ProbeVerdict
 
 RULE = "transformers-flex-blockmask-no-dim"
+FIRST_FLEX_RELEASE = "4.47.0"  # GPT-NeoX, the first model with attn_implementation="flex_attention"
 SYMPTOM = "'BlockMask' object has no attribute 'dim'"
 SEQ_LEN = 16
 TINY_CONFIG: dict[str, Any] = {
@@ -38,6 +42,7 @@ TINY_CONFIG: dict[str, Any] = {
     "eos_token_id": 2,
 }
 FAMILIES = (  # (name, config class, base model class)
+    ("GPTNeoX", "GPTNeoXConfig", "GPTNeoXModel"),  # the first flex_attention family (4.47.0)
     ("Llama", "LlamaConfig", "LlamaModel"),
     ("Mistral", "MistralConfig", "MistralModel"),
     ("Qwen2", "Qwen2Config", "Qwen2Model"),
@@ -60,22 +65,27 @@ class Attempt:
     detail: str
 
 
-def load_transformers() -> Any:
+def load_transformers(needs: str = "flex_attention", since: str = FIRST_FLEX_RELEASE) -> Any:
     """transformers with torch.compile off: on CPU, transformers' compiled flex_attention builds C++
     for tens of seconds, and fails on some releases; the code paths probed here are eager Python.
 
-    Raises ProbeSkipped before importing anything (torch alone takes seconds) when there is no flex_attention.
+    Raises ProbeSkipped before importing anything (torch alone takes seconds) when torch has no
+    flex_attention, or transformers is older than ``since``, the first release with what the probe
+    ``needs``. transformers is judged by its release, not by a file: 4.47.0's flex_attention lives
+    in GPT-NeoX's modeling file, which older releases have too.
     """
-    for package, source, since in (
-        ("torch", "nn/attention/flex_attention.py", "2.5"),
-        ("transformers", "integrations/flex_attention.py", "4.48.0"),
-    ):
+    homes = {}
+    for package in ("torch", "transformers"):
         spec = importlib.util.find_spec(package)
         if spec is None or spec.origin is None:
             raise ProbeSkipped(f"{package} is not installed")
-        if not (Path(spec.origin).parent / source).is_file():
-            release = installed_versions((package,)).get(package, "(unknown release)")
-            raise ProbeSkipped(f"{package} {release} has no flex_attention (added in {since})")
+        homes[package] = Path(spec.origin).parent
+    if not (homes["torch"] / "nn/attention/flex_attention.py").is_file():
+        release = installed_versions(("torch",)).get("torch", "(unknown release)")
+        raise ProbeSkipped(f"torch {release} has no flex_attention (added in 2.5)")
+    release = installed_versions(("transformers",)).get("transformers", "")
+    if release and Version(release).release < Version(since).release:
+        raise ProbeSkipped(f"transformers {release} has no {needs} (added in {since})")
     os.environ["TORCHDYNAMO_DISABLE"] = "1"  # read by each torch.compile call
     return importlib.import_module("transformers")
 

@@ -29,7 +29,7 @@ RULE = "transformers-flex-pad-none-key-length"
 
 
 def run() -> list[Observation]:
-    transformers = load_transformers()
+    transformers = load_transformers("make_flex_block_causal_mask", since="4.48.0")
     attempts = [build_mask_attempt(), generate_attempt(transformers)]
     return [observe(RULE, f"transformers {transformers.__version__}", attempts)]
 

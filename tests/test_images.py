@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -30,19 +31,56 @@ def test_an_ngc_image_by_nvidias_release_notes() -> None:
     assert env["python"] == "3.12"
 
 
+# the table's package facts -> the names rules use (attn_doctor/facts/images.py reads these)
+NGC_PACKAGE_FACTS = {
+    "torch": "torch",
+    "triton": "triton",
+    "transformer_engine": "transformer-engine",
+    "flash_attn": "flash-attn",
+}
+
+
 @pytest.mark.parametrize("tag", sorted(NGC_TABLE))
-def test_every_fact_of_an_ngc_image_cites_the_page_that_states_it(tag: str) -> None:
-    """Each fact's origin names its own page (and the copy its words were read in), as the table
-    records it with the words quoted; the Python is the image's, never the runner's."""
+def test_every_ngc_tag_of_the_table_is_known_with_its_torch_and_cuda(tag: str) -> None:
+    """Each tag of tools/ngc_pytorch_images.json is accepted with its torch and CUDA, every fact it
+    records has an https page and the words that state it, and the check cites that page (and the
+    copy the words were read in) for each; what the record leaves out is unknown, not the runner's."""
     record = NGC_TABLE[tag]
-    env = environment("--image", f"nvcr.io/nvidia/pytorch:{tag}-py3")["environment"]
-    facts = {"torch": env["packages"]["torch"]["origin"], "cuda": env["origins"]["torch_build"]}
-    facts["python"] = env["origins"]["python"]
-    for name, origin in facts.items():
-        assert record[name]["quote"] and origin.startswith(f"image nvcr.io/nvidia/pytorch:{tag}-py3 (")
-        assert record[name]["source"] in origin and record[name].get("via", "") in origin
-    assert env["packages"]["torch"]["version"] == record["torch"]["value"]
-    assert env["python"] == record["python"]["value"] and "runner" not in env["origins"]["python"]
+    facts = {name: fact for name, fact in record.items() if name != "notes"}
+    assert {"torch", "cuda"} <= set(facts)
+    for name, fact in facts.items():
+        assert fact["source"].startswith("https://") and fact.get("via", "https://").startswith("https://")
+        assert fact["value"] in urllib.parse.unquote(fact["quote"]), (name, fact["quote"])  # the words say it
+    image = f"nvcr.io/nvidia/pytorch:{tag}-py3"
+    env = environment("--image", image)["environment"]
+    assert env["torch_build"] == {"cuda": ".".join(record["cuda"]["value"].split(".")[:2]), "hip": None}
+    origins = {"cuda": env["origins"]["torch_build"]}
+    for name, package in NGC_PACKAGE_FACTS.items():
+        if name in record:
+            assert env["packages"][package]["version"] == record[name]["value"]
+            origins[name] = env["packages"][package]["origin"]
+        else:
+            assert package not in env["packages"]  # the record does not name it
+    if "python" in record:
+        assert env["python"] == record["python"]["value"]
+        origins["python"] = env["origins"]["python"]
+    else:
+        assert env["python"] is None and "python" not in env["origins"]
+    for name, origin in origins.items():
+        assert origin.startswith(f"image {image} (") and record[name]["source"] in origin, (name, origin)
+        assert record[name].get("via", "") in origin
+
+
+def test_the_table_of_docs_release_facts_md_is_the_tables() -> None:
+    """docs/release-facts.md lists each tag with the torch, CUDA and Python of the table, no more."""
+    text = (REPO / "docs" / "release-facts.md").read_text()
+    rows = re.findall(r"^\| (\d\d\.\d\d) \| (\S+) \| (\S+) \| (\S+) \|", text, flags=re.MULTILINE)
+    columns = ("torch", "cuda", "python")
+    expected = {
+        tag: tuple(record[name]["value"] if name in record else "unknown" for name in columns)
+        for tag, record in NGC_TABLE.items()
+    }
+    assert {tag: (torch, cuda, python) for tag, torch, cuda, python in rows} == expected
 
 
 def test_25_02_cites_nvidias_release_notes_and_25_01_is_known() -> None:
@@ -119,7 +157,7 @@ def test_an_official_pytorch_tag_states_its_torch_and_cuda() -> None:
     [
         (
             "nvcr.io/nvidia/pytorch:19.01-py3",
-            "the release facts know: 25.01-py3, 25.02-py3, 25.10-py3, 25.12-py3",
+            "the release facts know: " + ", ".join(f"{tag}-py3" for tag in sorted(NGC_TABLE)),
         ),
         ("pytorch/pytorch", "unknown tag 'latest'"),
         ("pytorch/pytorch:2.5.1-cuda11.2-cudnn9-runtime", "newest torch known"),

@@ -979,3 +979,16 @@ def test_ngc_images_come_from_the_release_notes_table(tmp_path: Path) -> None:
         "NGC image 25.11: no torch or CUDA with its source; left out",
     ]
     assert json.loads((tmp_path / "ngc-pytorch-images.json").read_text())["images"] == {}
+
+
+def test_ngc_images_alone_are_regenerated_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--ngc-images rewrites only the images file, with no clone and no index, as docs/release-facts.md
+    says to after editing the table; without it, the clones are still required."""
+    assert gen.main(["--ngc-images", "--out", str(tmp_path)]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["ngc-pytorch-images.json"]
+    shipped_images = (SNAPSHOT / "ngc-pytorch-images.json").read_text()
+    assert (tmp_path / "ngc-pytorch-images.json").read_text() == shipped_images
+    assert "wrote " in capsys.readouterr().out
+    with pytest.raises(SystemExit) as usage:
+        gen.main(["--out", str(tmp_path)])
+    assert usage.value.code == 2 and "--ngc-images alone" in capsys.readouterr().err

@@ -36,7 +36,9 @@ lists of scalars, quoted and plain scalars, comments), not PyYAML.
 Options: --out DIR (default: the package's snapshot folder), --index-url URL, --packages a,b
 (refresh only those registry files; the others and meta.json's entries for them are kept),
 --workers N (at most 8), --timeout SECONDS, --retries N. triton-ptxas.json and
-flash-attn-wheels.json are rewritten by every run.
+flash-attn-wheels.json are rewritten by every run. --ngc-images alone rewrites only
+ngc-pytorch-images.json from tools/ngc_pytorch_images.json, offline (no clones, no index), and
+exits 1 when a fact or a tag was left out.
 
 Tests (tests/test_release_facts_generator.py) run the same code offline: the fetch layer is any
 callable mapping (url, headers) to bytes, and the git layer any object with tags() and read()
@@ -1464,8 +1466,13 @@ def _https(url: object) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--flash-attention-git", type=Path, required=True, help="a clone of flash-attention")
-    parser.add_argument("--triton-git", type=Path, required=True, help="a clone of triton with its tags")
+    parser.add_argument("--flash-attention-git", type=Path, help="a clone of flash-attention")
+    parser.add_argument("--triton-git", type=Path, help="a clone of triton with its tags")
+    parser.add_argument(
+        "--ngc-images",
+        action="store_true",
+        help=f"only rewrite ngc-pytorch-images.json from {NGC_SOURCE.relative_to(REPO)} (offline)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--index-url", help="default: pip's configured index")
     parser.add_argument("--packages", help="comma-separated subset of: " + ",".join(p.name for p in PACKAGES))
@@ -1473,6 +1480,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--retries", type=int, default=3)
     args = parser.parse_args(argv)
+    if args.ngc_images:
+        problems = write_ngc_images(args.out)
+        for problem in problems:
+            print(problem)
+        print(f"wrote {args.out / 'ngc-pytorch-images.json'}")
+        return 1 if problems else 0
+    if args.flash_attention_git is None or args.triton_git is None:
+        parser.error("--flash-attention-git and --triton-git are required (or --ngc-images alone)")
 
     specs = list(PACKAGES)
     if args.packages:

@@ -984,10 +984,11 @@ def test_ngc_images_come_from_the_release_notes_table(tmp_path: Path) -> None:
 def test_ngc_images_alone_are_regenerated_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--ngc-images rewrites only the images file, with no clone and no index, as docs/release-facts.md
     says to after editing the table; without it, the clones are still required."""
-    assert gen.main(["--ngc-images", "--out", str(tmp_path)]) == 0
-    assert [p.name for p in tmp_path.iterdir()] == ["ngc-pytorch-images.json"]
+    out = tmp_path / "new"  # made when missing
+    assert gen.main(["--ngc-images", "--out", str(out)]) == 0
+    assert [p.name for p in out.iterdir()] == ["ngc-pytorch-images.json"]
     shipped_images = (SNAPSHOT / "ngc-pytorch-images.json").read_text()
-    assert (tmp_path / "ngc-pytorch-images.json").read_text() == shipped_images
+    assert (out / "ngc-pytorch-images.json").read_text() == shipped_images
     assert "wrote " in capsys.readouterr().out
     with pytest.raises(SystemExit) as usage:
         gen.main(["--out", str(tmp_path)])

@@ -1481,6 +1481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--retries", type=int, default=3)
     args = parser.parse_args(argv)
     if args.ngc_images:
+        args.out.mkdir(parents=True, exist_ok=True)
         problems = write_ngc_images(args.out)
         for problem in problems:
             print(problem)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,10 +54,13 @@ def pytest_configure(config: pytest.Config) -> None:
     def to_terminal(line: str) -> None:
         capture = config.pluginmanager.getplugin("capturemanager")
         reporter = config.pluginmanager.getplugin("terminalreporter")
-        if capture is None or reporter is None:
+        if capture is None:
             return
         with capture.global_and_fixture_disabled():
-            reporter.write_line(line)
+            if reporter is not None and not hasattr(config, "workerinput"):
+                reporter.write_line(line)
+            else:  # a pytest-xdist worker: its stderr is the terminal's
+                print(line, file=sys.stderr, flush=True)
 
     release_venvs.announce = to_terminal
 

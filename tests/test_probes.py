@@ -77,26 +77,39 @@ def _broken_transformers(site: Site, body: str, version: str = "4.44.0") -> None
 def _doctor(site: Site, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": f"{site.path}{os.pathsep}{REPO}"}
     return subprocess.run(
-        [sys.executable, "-m", "attn_doctor", *args], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "attn_doctor", *args], capture_output=True, text=True, env=env, timeout=600
     )
 
 
 @pytest.mark.parametrize(
-    ("body", "said"),
+    ("body", "said", "timeout_s"),
     [
-        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "SIGSEGV: Fatal Python error"),
-        ("import time\ntime.sleep(600)\n", "hung: no result within 5 s"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", "SIGSEGV: Fatal Python error", 120),
+        ("import time\ntime.sleep(600)\n", "hung: no result within 5 s", 5),
         (
             "import sys\nfor _ in range(20000): sys.stdout.write('y' * 1000 + '\\n')\nraise SystemExit(3)\n",
             "exit code 3",
+            120,
         ),
-        ("raise ImportError('libcudart.so.12: cannot open shared object file')\n", "libcudart.so.12"),
+        ("raise ImportError('libcudart.so.12: cannot open shared object file')\n", "libcudart.so.12", 120),
     ],
 )
-def test_check_probe_survives_a_library_whose_import_fails(site: Site, body: str, said: str) -> None:
+def test_check_probe_survives_a_library_whose_import_fails(
+    site: Site, body: str, said: str, timeout_s: int
+) -> None:
+    """Only the hang waits for the probe's timeout; the others get one that a loaded machine's torch
+    import (seconds each) cannot reach, so what they show is the failure, not a slow start."""
     _broken_transformers(site, body)
     done = _doctor(
-        site, "check", "--probe", "--probe-timeout", "5", "--format", "json", "--feature", "flash_attention_2"
+        site,
+        "check",
+        "--probe",
+        "--probe-timeout",
+        str(timeout_s),
+        "--format",
+        "json",
+        "--feature",
+        "flash_attention_2",
     )
     assert done.returncode == 2, done.stderr
     report = json.loads(done.stdout)  # the report is still whole

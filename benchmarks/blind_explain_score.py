@@ -1,0 +1,155 @@
+"""How `attn-doctor explain` does on a blind batch of real reports it was never tuned on.
+
+A batch is a folder of TOML files (benchmarks/blind/<date>/), one per upstream thread: the log the
+reporter pasted, the versions the thread states, the cause a maintainer or the reporter confirmed,
+and `expected`, fixed before explain was run: rule ids (`rules`: any of them names that cause) or,
+where no rule states it, keyword groups (`keywords`: every group, `a|b` meaning either, must occur in
+the cause's id, title or summary). Each log goes through the real CLI, as a user would run it:
+`python -m attn_doctor explain LOG --format json --no-scan` with the thread's versions as --pin (torch
+gets its CUDA build when the thread states it), --gpu, --python and --platform. A case scores
+
+  right            the first cause explain names is the expected one
+  right-not-first  the expected cause is named, below another
+  wrong            explain names causes, none of them the expected one
+  none             "No known cause"
+
+    python benchmarks/blind_explain_score.py                     # the newest batch
+    python benchmarks/blind_explain_score.py benchmarks/blind/2026-11-28 --misses
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from attn_doctor._compat import tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+BATCHES = ROOT / "benchmarks" / "blind"
+NOT_PINS = {"python", "platform", "gpu", "torch_cuda", "cuda", "driver", "os", "image", "install"}
+RESULTS = ("right", "right-not-first", "wrong", "none")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What explain said about one case and how it scores."""
+
+    result: str
+    first: str  # the first cause's id and verdict, or why there is none
+    match_rank: int | None  # 1-based rank of the expected cause, when named
+
+
+def stated_pins(versions: dict[str, Any]) -> list[str]:
+    """--pin NAME==VERSION for each package version the thread states (not "nightly", "main", ...)."""
+    pins = []
+    for name, value in versions.items():
+        if name in NOT_PINS:
+            continue
+        try:
+            Version(str(value))
+        except InvalidVersion:
+            continue
+        version = str(value)
+        cuda = str(versions.get("torch_cuda", ""))
+        if name == "torch" and "+" not in version and cuda:
+            version += "+cu" + cuda.replace(".", "")
+        pins.append(f"{name}=={version}")
+    return pins
+
+
+def cli_args(case: dict[str, Any], log: Path) -> list[str]:
+    """The explain command line for one case: its log and the stack its thread states."""
+    versions = case.get("versions", {})
+    args = [sys.executable, "-m", "attn_doctor", "explain", str(log), "--format", "json", "--no-scan"]
+    for pin in stated_pins(versions):
+        args += ["--pin", pin]
+    for option in ("gpu", "python", "platform"):
+        if versions.get(option):
+            args += [f"--{option}", str(versions[option])]
+    return args
+
+
+def matches(cause: dict[str, Any], expected: dict[str, Any]) -> bool:
+    """Whether one cause explain named is the cause the thread confirmed."""
+    if "rules" in expected:
+        return cause["id"] in expected["rules"]
+    text = " ".join(str(cause.get(field, "")) for field in ("id", "title", "summary")).lower()
+    return all(any(word.lower() in text for word in group.split("|")) for group in expected["keywords"])
+
+
+def score(causes: list[dict[str, Any]], expected: dict[str, Any]) -> Outcome:
+    """Right, right but not first, wrong or none, from explain's ranked causes."""
+    if not causes:
+        return Outcome("none", "No known cause", None)
+    first = f"{causes[0]['id']} ({causes[0]['verdict']})"
+    ranks = [rank for rank, cause in enumerate(causes, 1) if matches(cause, expected)]
+    if not ranks:
+        return Outcome("wrong", first, None)
+    return Outcome("right" if ranks[0] == 1 else "right-not-first", first, ranks[0])
+
+
+def run_case(case: dict[str, Any]) -> Outcome:
+    """Run the CLI on one case's log; an input error or a crash is reported, never scored as none."""
+    with tempfile.TemporaryDirectory() as scratch:
+        log = Path(scratch) / "error.log"
+        log.write_text(case["log"], encoding="utf-8")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        done = subprocess.run(cli_args(case, log), capture_output=True, text=True, env=env, cwd=scratch)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"explain exited {done.returncode} on {case['url']}: {done.stderr.strip()}")
+    return score(json.loads(done.stdout)["causes"], case["expected"])
+
+
+def expected_label(expected: dict[str, Any]) -> str:
+    """The expected cause in a few words: its rule ids or its keywords."""
+    if "rules" in expected:
+        return " or ".join(expected["rules"])
+    return "keywords: " + ", ".join(expected["keywords"])
+
+
+def newest_batch() -> Path:
+    """The batch folder with the latest date name."""
+    batches = sorted(path for path in BATCHES.iterdir() if path.is_dir())
+    if not batches:
+        raise SystemExit(f"no batch under {BATCHES}")
+    return batches[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("batch", nargs="?", type=Path, help="a batch folder (default: the newest)")
+    parser.add_argument("--misses", action="store_true", help="for each case not right first, what was said")
+    options = parser.parse_args()
+    folder = options.batch or newest_batch()
+    files = sorted(folder.glob("*.toml"))
+    if not files:
+        raise SystemExit(f"no case files in {folder}")
+    totals: Counter[str] = Counter()
+    misses = []
+    print(f"{'case':<48} {'result':<17} first cause explain names")
+    for path in files:
+        case = tomllib.loads(path.read_text(encoding="utf-8"))
+        outcome = run_case(case)
+        totals[outcome.result] += 1
+        rank = f" [expected at #{outcome.match_rank}]" if outcome.result == "right-not-first" else ""
+        print(f"{path.stem:<48} {outcome.result:<17} {outcome.first}{rank}")
+        if outcome.result != "right":
+            misses.append(f"{path.stem}: explain said {outcome.first}; expected {expected_label(case['expected'])}")
+    print()
+    print(f"{len(files)} cases: " + ", ".join(f"{totals[name]} {name}" for name in RESULTS))
+    if options.misses:
+        print("\n".join(["", *misses]))
+
+
+if __name__ == "__main__":
+    main()

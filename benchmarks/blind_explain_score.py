@@ -4,7 +4,7 @@ A batch is a folder of TOML files (benchmarks/blind/<date>/), one per upstream t
 reporter pasted, the versions the thread states, the cause a maintainer or the reporter confirmed,
 and `expected`, fixed before explain was run: rule ids (`rules`: any of them names that cause) or,
 where no rule states it, keyword groups (`keywords`: every group, `a|b` meaning either, must occur in
-the cause's id, title or summary). Each log goes through the real CLI, as a user would run it:
+the cause's id, title or summary); a case that gives both is matched by either. Each log goes through the real CLI, as a user would run it:
 `python -m attn_doctor explain LOG --format json --no-scan` with the thread's versions as --pin (torch
 gets its CUDA build when the thread states it), --gpu, --python and --platform. A case scores
 
@@ -80,9 +80,12 @@ def cli_args(case: dict[str, Any], log: Path) -> list[str]:
 
 
 def matches(cause: dict[str, Any], expected: dict[str, Any]) -> bool:
-    """Whether one cause explain named is the cause the thread confirmed."""
-    if "rules" in expected:
-        return cause["id"] in expected["rules"]
+    """Whether one cause explain named is the cause the thread confirmed: one of `rules`, or all of
+    `keywords` (a case may give both; either then counts)."""
+    if cause["id"] in expected.get("rules", []):
+        return True
+    if "keywords" not in expected:
+        return False
     text = " ".join(str(cause.get(field, "")) for field in ("id", "title", "summary")).lower()
     return all(any(word.lower() in text for word in group.split("|")) for group in expected["keywords"])
 
@@ -111,10 +114,11 @@ def run_case(case: dict[str, Any]) -> Outcome:
 
 
 def expected_label(expected: dict[str, Any]) -> str:
-    """The expected cause in a few words: its rule ids or its keywords."""
-    if "rules" in expected:
-        return " or ".join(expected["rules"])
-    return "keywords: " + ", ".join(expected["keywords"])
+    """The expected cause in a few words: its rule ids and/or its keywords."""
+    parts = [" or ".join(expected["rules"])] if expected.get("rules") else []
+    if expected.get("keywords"):
+        parts.append("keywords: " + ", ".join(expected["keywords"]))
+    return " or ".join(parts)
 
 
 def newest_batch() -> Path:

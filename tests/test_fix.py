@@ -114,6 +114,13 @@ def test_one_finding(site, no_gpu):
     assert cli("check", *args[:-2], *pins("transformers==4.44.1")).exit_code == 0
 
 
+def test_a_pin_in_any_spelling_pip_accepts_gets_the_same_plan(site, no_gpu):
+    """PEP 503, as `wheel` and pip: the proposed requirement is the package's canonical name."""
+    args = ["--path", site.path, "--gpu", "sm_90", "--feature", "flash_attention_2"]
+    _, plan = fix_json(*args, *pins("Transformers==4.44.0"))
+    assert plan["constraints"] == ["transformers==4.44.1"]
+
+
 @pytest.mark.parametrize("given_as", ["--pin", "--requirements", "--env-file"])
 def test_several_findings_from_each_what_if_input(site, no_gpu, tmp_path, given_as):
     if given_as == "--pin":

@@ -70,6 +70,22 @@ def test_a_package_without_a_planner_is_one_line_and_exit_2(tmp_path: Path):
     ]
 
 
+@pytest.mark.parametrize("spelling", ["flash_attn", "Flash-Attn", "FLASH.ATTN", "flash__attn"])
+def test_a_package_is_named_in_any_spelling_pip_accepts(tmp_path: Path, spelling: str):
+    """PEP 503: case and runs of ``-``, ``_`` and ``.`` do not matter, as for pip and for --pin."""
+    _, canonical = planned(tmp_path, "2.6.0+cu124", "flash-attn", "--python", "3.11", "--gpu", "H100")
+    code, spelled = planned(tmp_path, "2.6.0+cu124", spelling, "--python", "3.11", "--gpu", "H100")
+    assert code == 0 and spelled == canonical
+    assert [plan["package"] for plan in spelled["plans"]] == ["flash-attn"]
+
+
+def test_two_spellings_of_one_package_are_one_plan(tmp_path: Path):
+    code, document = planned(
+        tmp_path, "2.6.0+cu124", "flash_attn_3", "Flash-Attn-3", "--python", "3.11", "--gpu", "H100"
+    )
+    assert [plan["package"] for plan in document["plans"]] == ["flash-attn-3"]
+
+
 def test_wheel_imports_no_torch_and_opens_no_socket(tmp_path: Path):
     """The plan comes from the release facts: every planner, with sockets refused and no torch,
     transformers or flash_attn imported."""

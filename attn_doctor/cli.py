@@ -524,6 +524,7 @@ def repro(
     """Reproduce a known bug with the bundled reference kernels, each case in its own process."""
     from attn_doctor.engine.loader import load_rules
     from attn_doctor.progress import Progress
+    from attn_doctor.report.repro_report import nothing_ran, skip_reasons
     from attn_doctor.repro import catalogue
     from attn_doctor.repro.session import plan, run_plan
 
@@ -550,6 +551,10 @@ def repro(
         progress=Progress(live=_live_progress(output_format), verbose=verbose),
     )
     sys.stdout.write(text)
+    if nothing_ran(results):
+        ran = "repro --all" if run_all else f"repro {issue}"
+        every = f"all {len(results)} cases were" if len(results) > 1 else "its one case was"
+        raise InputError(ran, f"nothing ran: {every} skipped ({skip_reasons(results)})")
     raise typer.Exit(0 if all(r.as_expected for r in results) else 1)
 
 

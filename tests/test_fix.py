@@ -112,8 +112,14 @@ def constraint_lines(path) -> tuple[list[str], list[Requirement]]:
     [
         # the issue's line: torch 2.7.1+cu126 has no Blackwell code, fix proposes 2.7.1+cu128
         (["torch==2.7.1+cu126"], ["--gpu", "B200"], "torch-wheel-lacks-gpu-arch"),
+        # flash-attn beside a CPU-only torch, on an H100
+        (
+            ["torch==2.5.1+cpu", "flash-attn"],
+            ["--gpu", "H100"],
+            "torch-cpu-build-with-flash-attn-on-gpu",
+        ),
     ],
-    ids=["cu126-on-b200"],
+    ids=["cu126-on-b200", "cpu-on-h100"],
 )
 def test_a_local_version_in_the_constraints_comes_with_its_index(tmp_path, pins, args, clears):
     """pip finds torch 2.7.1+cu128 only on download.pytorch.org/whl/cu128: the file says where,

@@ -128,6 +128,28 @@ def test_torch_on_a_b200_moves_to_a_cuda_12_8_variant_and_the_rest_follows(tmp_p
     assert plans["triton"]["command"] == "pip install triton==3.3.1"
 
 
+def test_a_cpu_torch_on_a_gpu_target_moves_to_a_cuda_build_and_flash_attn_follows(tmp_path: Path):
+    """A CPU build cannot run on the H100: torch's plan is its release in a CUDA variant with H100
+    code, and flash-attn is planned on that torch, not refused as "a CPU build"."""
+    code, document = planned(tmp_path, "2.5.1+cpu", "flash-attn", "--python", "3.11", "--gpu", "H100")
+    plans = {plan["package"]: plan for plan in document["plans"]}
+    assert code == 0 and list(plans) == ["torch", "flash-attn"]
+    torch = plans["torch"]
+    assert torch["command"].startswith(
+        "pip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cu"
+    )
+    assert "code for every target GPU" in torch["why"]
+    assert plans["flash-attn"]["url"] and "torch2.5" in plans["flash-attn"]["url"]
+    assert f"(on {torch['requirement']}, the torch plan)" in plans["flash-attn"]["why"]
+
+
+def test_a_cpu_torch_where_no_gpu_is_known_stays(tmp_path: Path):
+    """Without a GPU the CPU build may be meant: flash-attn says why nothing fits, torch stays."""
+    code, document = planned(tmp_path, "2.5.1+cpu", "flash-attn", "--python", "3.11")
+    (plan,) = document["plans"]
+    assert code == 1 and "is a CPU build" in plan["why"]
+
+
 def test_requirements_lines_pin_torch_s_variant_and_take_its_index_as_an_extra(tmp_path: Path):
     (tmp_path / "r.txt").write_text("torch==2.6.0+cu126\n")
     args = ("-r", tmp_path / "r.txt", "--python", "3.11", "--gpu", "B200", "--format", "requirements")

@@ -524,6 +524,7 @@ def repro(
     """Reproduce a known bug with the bundled reference kernels, each case in its own process."""
     from attn_doctor.engine.loader import load_rules
     from attn_doctor.progress import Progress
+    from attn_doctor.report.repro_report import nothing_ran, skip_reasons
     from attn_doctor.repro import catalogue
     from attn_doctor.repro.session import plan, run_plan
 
@@ -550,6 +551,10 @@ def repro(
         progress=Progress(live=_live_progress(output_format), verbose=verbose),
     )
     sys.stdout.write(text)
+    if nothing_ran(results):
+        ran = "repro --all" if run_all else f"repro {issue}"
+        every = f"all {len(results)} cases were" if len(results) > 1 else "its one case was"
+        raise InputError(ran, f"nothing ran: {every} skipped ({skip_reasons(results)})")
     raise typer.Exit(0 if all(r.as_expected for r in results) else 1)
 
 
@@ -693,6 +698,8 @@ def wheel(
 ) -> None:
     """For each package, the one command that installs a build fitting the target, and why; when
     none fits, each way out. Installs nothing, needs no network (the release facts)."""
+    from packaging.utils import canonicalize_name
+
     from attn_doctor.config import project_config
     from attn_doctor.facts.assemble import assemble
     from attn_doctor.planner.registry import PLANNERS
@@ -702,12 +709,14 @@ def wheel(
     from attn_doctor.report.width import terminal_width
 
     _require_choice("--format", output_format, ("text", "json", "requirements"))
-    unknown = [name for name in packages if name not in PLANNERS]
+    # any spelling pip accepts (PEP 503): flash_attn, Flash-Attn
+    names = {package: canonicalize_name(package) for package in packages}
+    unknown = [given for given, name in names.items() if name not in PLANNERS]
     if unknown:
         raise InputError(unknown[0], f"no wheel planner for it (planned: {', '.join(PLANNERS)})")
     env, problems = assemble(_target(locals()), project_config(None, project_path))
     facts = snapshot()
-    plans = plan_stack(env, facts, packages)
+    plans = plan_stack(env, facts, dict.fromkeys(names.values()))
     if output_format == "json":
         sys.stdout.write(wheel_report.to_json(env.target, plans))
     elif output_format == "requirements":

@@ -93,6 +93,62 @@ def test_proposed_versions_fed_back_to_check_clear_every_error(seed_site, tmp_pa
     assert cli(*check, *pins(*proposed)).exit_code == 0
 
 
+def constraint_lines(path) -> tuple[list[str], list[Requirement]]:
+    """A constraints file as pip reads it (pip's requirements file format): each line an option
+    (``--extra-index-url URL``), a comment, or a requirement."""
+    options, requirements = [], []
+    for line in path.read_text().splitlines():
+        if line.startswith("--"):
+            option, _, value = line.partition(" ")
+            assert option == "--extra-index-url" and value.startswith("https://") and " " not in value, line
+            options.append(value)
+        elif line and not line.startswith("#"):
+            requirements.append(Requirement(line))
+    return options, requirements
+
+
+@pytest.mark.parametrize(
+    ("pins", "args", "clears"),
+    [
+        # the issue's line: torch 2.7.1+cu126 has no Blackwell code, fix proposes 2.7.1+cu128
+        (["torch==2.7.1+cu126"], ["--gpu", "B200"], "torch-wheel-lacks-gpu-arch"),
+        # flash-attn beside a CPU-only torch, on an H100
+        (
+            ["torch==2.5.1+cpu", "flash-attn"],
+            ["--gpu", "H100"],
+            "torch-cpu-build-with-flash-attn-on-gpu",
+        ),
+    ],
+    ids=["cu126-on-b200", "cpu-on-h100"],
+)
+def test_a_local_version_in_the_constraints_comes_with_its_index(tmp_path, pins, args, clears):
+    """pip finds torch 2.7.1+cu128 only on download.pytorch.org/whl/cu128: the file says where,
+    on its first line, the same index as the pip command's."""
+    requirements, constraints = tmp_path / "requirements.txt", tmp_path / "constraints.txt"
+    requirements.write_text("\n".join(pins) + "\n")
+    common = ("--no-scan", "-r", requirements, "--python", "3.11", *args)
+    result, plan = fix_json(*common)
+    valid_fix_json(plan)
+    assert clears in plan["changes"][0]["clears"] and result.exit_code == 0
+    torch = next(c for c in plan["changes"] if c["package"] == "torch")
+    variant = torch["proposed"].split("+")[1]
+    index = f"https://download.pytorch.org/whl/{variant}"
+    assert variant.startswith("cu") and plan["extra_index_urls"] == [index]
+    assert f"--index-url {index}" in plan["pip_command"]
+
+    assert cli("fix", *common, "--output", constraints).exit_code == 0
+    assert constraints.read_text().splitlines()[0] == f"--extra-index-url {index}"
+    options, lines = constraint_lines(constraints)
+    assert options == [index] and f"torch=={torch['proposed']}" in map(str, lines)
+
+
+def test_constraints_of_public_versions_name_no_index(seed_site, tmp_path):
+    constraints = tmp_path / "constraints.txt"
+    cli("fix", "--path", seed_site.path, "--gpu", "sm_80", *SEED_FEATURES, "--output", constraints)
+    options, lines = constraint_lines(constraints)
+    assert options == [] and {line.name for line in lines} == {"flash-attn", "transformers"}
+
+
 def test_one_finding(site, no_gpu):
     args = ["--path", site.path, "--gpu", "sm_90", "--feature", "flash_attention_2", *pins(SEED[0])]
     result, plan = fix_json(*args)
@@ -112,6 +168,13 @@ def test_one_finding(site, no_gpu):
     ]
     assert result.exit_code == 0
     assert cli("check", *args[:-2], *pins("transformers==4.44.1")).exit_code == 0
+
+
+def test_a_pin_in_any_spelling_pip_accepts_gets_the_same_plan(site, no_gpu):
+    """PEP 503, as `wheel` and pip: the proposed requirement is the package's canonical name."""
+    args = ["--path", site.path, "--gpu", "sm_90", "--feature", "flash_attention_2"]
+    _, plan = fix_json(*args, *pins("Transformers==4.44.0"))
+    assert plan["constraints"] == ["transformers==4.44.1"]
 
 
 @pytest.mark.parametrize("given_as", ["--pin", "--requirements", "--env-file"])
@@ -247,7 +310,8 @@ def test_nothing_to_fix(site, no_gpu, tmp_path, extra):
         assert cli("fix", *pins(*SEED), "--path", site.path, "--fail-on", "never").exit_code == 0
 
 
-def test_json_matches_its_schema_and_is_deterministic(seed_site):
+def valid_fix_json(plan: dict) -> None:
+    """``plan`` follows attn_doctor/schemas/fix.schema.json."""
     schemas = resources.files("attn_doctor") / "schemas"
     registry = Registry().with_resources(
         [
@@ -256,9 +320,13 @@ def test_json_matches_its_schema_and_is_deterministic(seed_site):
         ]
     )
     schema = json.loads((schemas / "fix.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema, registry=registry).validate(plan)
+
+
+def test_json_matches_its_schema_and_is_deterministic(seed_site):
     args = ["--path", seed_site.path, "--gpu", "T4", "--fail-on", "warning", *SEED_FEATURES]
     first, plan = fix_json(*args)
-    jsonschema.Draft202012Validator(schema, registry=registry).validate(plan)
+    valid_fix_json(plan)
     assert plan["schema"] == "attn-doctor/fix" and plan["exit_code"] == first.exit_code == 1
     assert fix_json(*args)[0].stdout == first.stdout
 

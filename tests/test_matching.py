@@ -40,6 +40,16 @@ def test_package_versions(tmp_path, site, installed, spec, expected):
     assert verdict(tmp_path / "rules", site)["test-torch-range"]["verdict"] == expected
 
 
+@pytest.mark.parametrize(("spec", "expected"), [("", "affected"), (">=2.0", "unknown")])
+def test_a_package_declared_without_a_version_is_any_version(tmp_path, spec, expected):
+    """``""`` asks only that the package be there: an unpinned line in a requirements file states
+    that; a range needs the version, which the line does not state."""
+    write_rule(tmp_path / "rules", "test-any-flash-attn", f'packages = {{ flash-attn = "{spec}" }}')
+    (tmp_path / "requirements.txt").write_text("flash-attn\n")
+    found = verdict(tmp_path / "rules", None, "-r", str(tmp_path / "requirements.txt"))
+    assert found["test-any-flash-attn"]["verdict"] == expected
+
+
 def test_not_installed_is_not_affected(tmp_path, site):
     write_rule(tmp_path / "rules", "test-needs-xformers", 'packages = { xformers = "<0.0.29" }')
     finding = verdict(tmp_path / "rules", site)["test-needs-xformers"]

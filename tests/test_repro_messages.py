@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import site
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from support import lines_wider_than
 
 from attn_doctor.engine.loader import load_rules
 from attn_doctor.facts.gpus import probe_gpus
+from attn_doctor.isolation import ChildOutput
 from attn_doctor.repro.catalogue import REPROS, Case, Repro, resolve
 from attn_doctor.repro.runner import NO_GPU, RunOptions, Status, Work, rerun_command, run_cases
 
@@ -119,7 +121,7 @@ def test_a_case_that_cannot_import_the_stack_says_to_install_the_repro_extra(
 
 def _case_module(folder: Path, name: str, body: str) -> Repro:
     folder.mkdir(exist_ok=True)
-    (folder / f"{name}.py").write_text(f"def run_case(case, device):\n    {body}\n")
+    (folder / f"{name}.py").write_text(f"def run_case(case, device, seed):\n    {body}\n")
     return Repro(id=name, title=name, module=name, cases=(Case("only", True, name),))
 
 
@@ -208,8 +210,59 @@ def test_list_and_report_fit_80_columns() -> None:
     assert "rotary-dim / rotary-dim-is-model-dim: REPRODUCED" in report.stdout
     assert "rotary-dim / fixed: NOT REPRODUCED" in report.stdout
     # a rerun command on lines of its own, ending in backslashes: it still pastes as one command
-    assert set(rerun_commands(report.stdout)) >= {rerun_command(ROTARY, case, "cpu") for case in ROTARY.cases}
+    assert set(rerun_commands(report.stdout)) >= kernel_commands(report.stdout)
     assert any(line.endswith(" \\") for line in report.stdout.splitlines())
     whole = doctor("repro", "rotary-dim", "--device", "cpu")  # a pipe without COLUMNS: one line each
-    for case in ROTARY.cases:
-        assert f"    rerun: {rerun_command(ROTARY, case, 'cpu')}\n" in whole.stdout
+    for command in kernel_commands(whole.stdout):
+        assert f"    rerun: {command}\n" in whole.stdout
+
+
+def kernel_commands(report: str) -> set[str]:
+    """``rerun_command`` of each rotary case, with the seed its row ran on (the command's last word)."""
+    found = {}
+    for command in rerun_commands(report):
+        for case in ROTARY.cases:
+            if f" {case.name} cpu " in command:
+                found[case.name] = rerun_command(ROTARY, case, "cpu", int(command.split()[-1]))
+    assert set(found) == {case.name for case in ROTARY.cases}, found
+    return set(found.values())
+
+
+def test_a_rerun_command_gives_the_numbers_of_the_run_it_came_from(tmp_path: Path) -> None:
+    """Every run draws fresh random inputs; the printed command carries the seed, so pasting it
+    replays the same inputs: the same error, to the last digit."""
+    run = doctor("repro", "rotary-dim", "--case", "fixed", "--device", "cpu", "--format", "json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    (row,) = json.loads(run.stdout)["results"]
+    words = shlex.split(row["command"])
+    python = words.index("python")
+    settings = dict(word.split("=", 1) for word in words[:python])
+    env = {**os.environ, "PYTHONPATH": str(REPO), **settings}
+    again = subprocess.run(
+        [sys.executable, *words[python + 1 :]],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    replay = ChildOutput(again.returncode, again.stdout, again.stderr, False).result()
+    assert replay is not None, again.stdout + again.stderr
+    assert (replay["max_abs_error"], replay["max_rel_error"]) == (row["max_abs_error"], row["max_rel_error"])
+    assert f"seed {row['seed']})" in row["detail"] and replay["detail"] in row["detail"]
+
+
+def test_a_repro_that_ran_nothing_says_so_and_does_not_pass(tmp_path: Path) -> None:
+    """A rule with only a live probe, where its library is missing: every row is SKIPPED. Neither
+    a ✓ nor exit 0 may say it passed; the last line says nothing ran, and why."""
+    python = venv_without(tmp_path / "venv", "transformers")
+    rule = "gemma2-fa2-sliding-window-slice-4-44-0"
+    done = doctor("repro", rule, python=python, cwd=tmp_path)
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("✓", "✗", "-"))]
+    assert rows and all(row.startswith("- probe ") and ": SKIPPED " in row for row in rows), done.stdout
+    why = "transformers is not installed"
+    assert done.stdout.splitlines()[-1] == f"{len(rows)} cases: {len(rows)} SKIPPED; nothing ran: {why}"
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"attn-doctor: error: repro {rule}: nothing ran: all {len(rows)} cases were skipped ({why})\n"
+    )

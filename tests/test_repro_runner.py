@@ -101,7 +101,7 @@ def test_rerun_command_states_the_environment_the_child_ran_under(sanitizer):
     """Under compute-sanitizer no device assert may stand in front of the bad access memcheck must
     see: neither the kernels' own debug variants nor TRITON_DEBUG's asserts in every kernel."""
     env = child_environment("cuda", sanitizer=sanitizer)
-    command = rerun_command(REPRO, REPRO.cases[0], "cuda", sanitizer=sanitizer)
+    command = rerun_command(REPRO, REPRO.cases[0], "cuda", 7, sanitizer=sanitizer)
     for name in (
         "CUDA_LAUNCH_BLOCKING",
         "TRITON_DEBUG",

@@ -155,9 +155,14 @@ def test_asynchronous_cuda_error_offers_and_runs_a_blocking_rerun(project):
     plain = doctor_run(project, "--", sys.executable, BEHAVES, "device-assert")
     assert plain.returncode == 1
     assert f"CUDA_LAUNCH_BLOCKING=1 {sys.executable} {BEHAVES} device-assert" in plain.stderr
+    assert "(or add --rerun-blocking to `attn-doctor run`" in plain.stderr
     rerun = doctor_run(project, "--rerun-blocking", "--", sys.executable, BEHAVES, "device-assert")
     assert "running it again with CUDA_LAUNCH_BLOCKING=1" in rerun.stderr
     assert rerun.returncode == 0  # the script succeeds once launches block
+    # the option is given: no hint to add it, right before the rerun it asked for
+    before_rerun = rerun.stderr.split("attn-doctor run: running it again", 1)[0]
+    assert f"CUDA_LAUNCH_BLOCKING=1 {sys.executable} {BEHAVES} device-assert" in before_rerun
+    assert "--rerun-blocking" not in rerun.stderr
 
 
 def test_torchrun_rank_failure_is_diagnosed(project):

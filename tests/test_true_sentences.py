@@ -165,6 +165,26 @@ def test_a_cuda_torch_on_an_amd_gpu_is_flagged(torch: str):
     assert verdict("--pin", "torch==2.7.1+rocm6.3", "--gpu", "MI300X") == "not-affected"
 
 
+def test_a_cpu_torch_with_flash_attn_on_a_gpu_target_is_flagged(tmp_path: Path, site):
+    """Issue 36: torch==2.5.1+cpu and flash-attn, --gpu H100, --feature flash_attention_2 gave 0
+    affected, though `wheel` knew torch was a CPU build."""
+
+    def verdict(*args: str | Path) -> str:
+        report = json.loads(cli("check", "--no-scan", "--format", "json", *args).stdout)
+        return {f["id"]: f["verdict"] for f in report["findings"]}["torch-cpu-build-with-flash-attn-on-gpu"]
+
+    cpu = pin_file(tmp_path, "torch==2.5.1+cpu", "flash-attn")  # flash-attn at any version
+    assert verdict("-r", cpu, "--gpu", "H100", "--feature", "flash_attention_2") == "affected"
+    assert verdict("-r", cpu, "--gpu", "H100") == "affected"  # a build that cannot install needs no feature
+    assert verdict("-r", cpu, "--gpu", "MI300X") == "not-affected"  # the rule is about NVIDIA GPUs
+    assert verdict("-r", cpu) == "unknown"  # which GPU: a requirements file does not say
+    # the build read from an installed torch's version.py (cuda = None), not from a label
+    site.install("torch", "2.5.1", torch_cuda=None)
+    site.install("flash-attn", "2.7.4.post1")
+    assert verdict("--path", site.path, "--gpu", "H100") == "affected"
+    assert verdict("--path", site.path, "--gpu", "H100", "--pin", "torch==2.5.1+cu124") == "not-affected"
+
+
 def test_sarif_points_at_each_place_once(tmp_path: Path):
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)

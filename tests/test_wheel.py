@@ -70,6 +70,22 @@ def test_a_package_without_a_planner_is_one_line_and_exit_2(tmp_path: Path):
     ]
 
 
+@pytest.mark.parametrize("spelling", ["flash_attn", "Flash-Attn", "FLASH.ATTN", "flash__attn"])
+def test_a_package_is_named_in_any_spelling_pip_accepts(tmp_path: Path, spelling: str):
+    """PEP 503: case and runs of ``-``, ``_`` and ``.`` do not matter, as for pip and for --pin."""
+    _, canonical = planned(tmp_path, "2.6.0+cu124", "flash-attn", "--python", "3.11", "--gpu", "H100")
+    code, spelled = planned(tmp_path, "2.6.0+cu124", spelling, "--python", "3.11", "--gpu", "H100")
+    assert code == 0 and spelled == canonical
+    assert [plan["package"] for plan in spelled["plans"]] == ["flash-attn"]
+
+
+def test_two_spellings_of_one_package_are_one_plan(tmp_path: Path):
+    code, document = planned(
+        tmp_path, "2.6.0+cu124", "flash_attn_3", "Flash-Attn-3", "--python", "3.11", "--gpu", "H100"
+    )
+    assert [plan["package"] for plan in document["plans"]] == ["flash-attn-3"]
+
+
 def test_wheel_imports_no_torch_and_opens_no_socket(tmp_path: Path):
     """The plan comes from the release facts: every planner, with sockets refused and no torch,
     transformers or flash_attn imported."""
@@ -110,6 +126,28 @@ def test_torch_on_a_b200_moves_to_a_cuda_12_8_variant_and_the_rest_follows(tmp_p
     assert "cu12torch2.7cxx11abiTRUE-cp311" in plans["flash-attn"]["url"]
     assert plans["xformers"]["command"] == f"pip install xformers==0.0.31.post1 --index-url {CU128}"
     assert plans["triton"]["command"] == "pip install triton==3.3.1"
+
+
+def test_a_cpu_torch_on_a_gpu_target_moves_to_a_cuda_build_and_flash_attn_follows(tmp_path: Path):
+    """A CPU build cannot run on the H100: torch's plan is its release in a CUDA variant with H100
+    code, and flash-attn is planned on that torch, not refused as "a CPU build"."""
+    code, document = planned(tmp_path, "2.5.1+cpu", "flash-attn", "--python", "3.11", "--gpu", "H100")
+    plans = {plan["package"]: plan for plan in document["plans"]}
+    assert code == 0 and list(plans) == ["torch", "flash-attn"]
+    torch = plans["torch"]
+    assert torch["command"].startswith(
+        "pip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cu"
+    )
+    assert "code for every target GPU" in torch["why"]
+    assert plans["flash-attn"]["url"] and "torch2.5" in plans["flash-attn"]["url"]
+    assert f"(on {torch['requirement']}, the torch plan)" in plans["flash-attn"]["why"]
+
+
+def test_a_cpu_torch_where_no_gpu_is_known_stays(tmp_path: Path):
+    """Without a GPU the CPU build may be meant: flash-attn says why nothing fits, torch stays."""
+    code, document = planned(tmp_path, "2.5.1+cpu", "flash-attn", "--python", "3.11")
+    (plan,) = document["plans"]
+    assert code == 1 and "is a CPU build" in plan["why"]
 
 
 def test_requirements_lines_pin_torch_s_variant_and_take_its_index_as_an_extra(tmp_path: Path):

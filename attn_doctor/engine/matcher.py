@@ -179,6 +179,10 @@ def _package(name: str, spec: SpecifierSet, env: Environment) -> Reason:
         return not_installed(name, name, env)
     if package.version is None and package.releases:
         return _in_releases(name, package, spec)
+    if package.version is None and not str(spec):  # any version: the one it will have is one
+        return Reason(
+            name, True, f"{name} (version not stated, {package.origin}) is in any version", package.origin
+        )
     if package.version is None:
         return Reason(
             name,
@@ -240,19 +244,18 @@ def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:
     if not env.gpus:
         missing = "no GPU found and no --gpu target" if env.gpu_source == "none" else "GPUs not known"
         return Reason("compute_capability", None, missing, missing=MISSING_GPU)
+    wanted = f"compute capability {spec}" if str(spec) else "any compute capability"
     known = [(gpu, gpu.compute_capability) for gpu in env.gpus if gpu.compute_capability]
     hits = [(gpu, capability) for gpu, capability in known if _contains(capability, spec)]
     if hits:
         gpu, capability = hits[0]
         return Reason(
-            "compute_capability",
-            True,
-            f"{gpu.name} (sm_{capability.replace('.', '')}) is in compute capability {spec}",
+            "compute_capability", True, f"{gpu.name} (sm_{capability.replace('.', '')}) is in {wanted}"
         )
     for gpu in env.gpus:  # a class of GPUs (a log's shared-memory limit): all in, or all out
         outcomes = {_contains(capability, spec) for capability in gpu.capabilities}
         if outcomes == {True}:
-            return Reason("compute_capability", True, f"{gpu.name}: each is in compute capability {spec}")
+            return Reason("compute_capability", True, f"{gpu.name}: each is in {wanted}")
         if outcomes and outcomes != {False}:
             return Reason(
                 "compute_capability", None, f"{gpu.name}: some are in {spec}, some not", missing=MISSING_GPU
@@ -262,7 +265,7 @@ def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:
             "compute_capability", None, "compute capability of a GPU is unknown", missing=MISSING_GPU
         )
     names = ", ".join(sorted({f"{gpu.name} ({gpu.compute_capability or gpu.gfx})" for gpu in env.gpus}))
-    return Reason("compute_capability", False, f"no GPU in compute capability {spec}: {names}")
+    return Reason("compute_capability", False, f"no GPU in {wanted}: {names}")
 
 
 def _cuda(spec: SpecifierSet, env: Environment) -> Reason:

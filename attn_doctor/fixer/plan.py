@@ -33,6 +33,7 @@ from attn_doctor.fixer.live import QUIET, SearchProgress
 from attn_doctor.fixer.search import Outcome, bound, search
 from attn_doctor.planner.pins import broken_pins, pinned_alongside
 from attn_doctor.planner.stack import install_commands, torch_move
+from attn_doctor.planner.target import variant_index
 from attn_doctor.releases.facts import ReleaseFacts, snapshot
 
 # torch's build: a torch wheel of another variant changes it (the torch planner's candidate)
@@ -87,6 +88,7 @@ class FixPlan:
     after: CheckResult  # `check` again, with the changes applied
     changes: list[Change]
     commands: list[str]  # the pip commands that make the changes (planner.stack.install_commands)
+    indexes: list[str]  # what a file of the changes needs beside PyPI: torch's index for 2.7.1+cu128
     stays: list[Stay]
     unknown: list[Finding]  # would fail if affected, but a fact is missing: not considered
     searched: list[str]  # the packages the search could change
@@ -165,6 +167,7 @@ def plan_fix(
         after=after,
         changes=changes,
         commands=install_commands(env, facts, {c.package: (c.distribution, c.proposed) for c in changes}),
+        indexes=sorted({index for change in changes if (index := variant_index(change.proposed))}),
         stays=[
             _stay(f, changeable, options, evaluator, result.best, result.bounded) for f in after.failing()
         ],

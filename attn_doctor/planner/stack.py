@@ -41,14 +41,19 @@ def plan_stack(
 
 def torch_move(env: Environment, facts: ReleaseFacts, version: str | None = None) -> TorchBuildChoice | None:
     """The torch build to install instead of the target's (release ``version`` when given), or
-    None when the target's own fits or no CUDA build is known."""
+    None when the target's own fits or no CUDA build is known. A CPU build moves only where an
+    NVIDIA GPU is known: on a machine without one it may be meant."""
     installed = torch_release(env)
     build = env.torch_build
-    if installed is None or build is None or build.cuda is None or is_pre_release(installed):
+    if installed is None or build is None or build.hip or is_pre_release(installed):
         return None  # a pre-release torch is the image's own: the plans build on it, not replace it
+    if build.cuda is None and not any(gpu.compute_capability for gpu in env.gpus):
+        return None
     choice, _ = fitting_build(env, facts, version or installed)
     if choice is None:
         return None
+    if build.cuda is None:
+        return choice
     same_cuda = Version(choice.cuda).release[:2] == Version(build.cuda).release[:2]
     return None if choice.release == installed and same_cuda else choice
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from attn_doctor.facts.model import Environment
+from attn_doctor.facts.model import Environment, torch_build_from_version
 
 TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
 # torch's Linux wheels are built with the pre-C++11 ABI up to 2.6 and with the C++11 ABI from 2.7
@@ -38,6 +38,14 @@ class WheelTarget:
             f"torch {self.torch_minor}, CUDA {self.cuda_major}, Python {self.python}, "
             f"C++11 ABI {abi} (torch {self.torch_minor}'s wheels), {self.platform}"
         )
+
+
+def variant_index(version: str) -> str | None:
+    """The download.pytorch.org index of the variant a local version names ("2.7.1+cu128":
+    .../whl/cu128, the only index that has it); None for a version PyPI serves."""
+    if torch_build_from_version(version) is None:
+        return None
+    return TORCH_INDEX.format(variant=Version(version).local)
 
 
 # an NGC image's torch (2.7.0a0+6c54963f75) or a nightly: built from a commit, served by no index,

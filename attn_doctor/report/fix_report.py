@@ -120,6 +120,7 @@ def to_json(plan: FixPlan, constraints_file: Path | None = None) -> str:
         "pip_command": pip_command(plan),
         "pip_commands": plan.commands,
         "constraints": [change.requirement for change in plan.changes],
+        "extra_index_urls": plan.indexes,
         "constraints_file": None if constraints_file is None else str(constraints_file),
         "stays": [
             {
@@ -155,9 +156,12 @@ def _change_dict(change: Change) -> dict[str, Any]:
 
 
 def constraints(plan: FixPlan) -> str:
-    """A pip constraints file: a comment header naming the findings, then ``name==version`` lines."""
+    """A pip constraints file: the indexes beside PyPI its versions need (a local version such as
+    torch 2.7.1+cu128 is only on its variant's index), a comment header naming the findings, then
+    ``name==version`` lines."""
     fail_on = plan.before.fail_on
-    lines = [f"# attn-doctor fix: versions that clear the findings at or above --fail-on {fail_on}"]
+    lines = [f"--extra-index-url {index}" for index in plan.indexes]
+    lines.append(f"# attn-doctor fix: versions that clear the findings at or above --fail-on {fail_on}")
     for change in plan.changes:
         lines.append(f"# {change.distribution} {change.installed} -> {change.proposed}: {_effect(change)}")
     lines += [f"# stays: {stay.finding.rule.id} ({stay.kind})" for stay in plan.stays]

@@ -51,6 +51,8 @@ def _case(item: Any) -> CaseResult:
         max_abs_error=_typed(item, "max_abs_error", (int, float, type(None))),
         max_rel_error=_typed(item, "max_rel_error", (int, float, type(None))),
         sanitizer=_typed(item, "sanitizer", (str, type(None))),
+        # results saved before rerun commands carried the seed have none
+        seed=_typed(item, "seed", (int, type(None))) if "seed" in item else None,
     )
 
 

@@ -26,7 +26,7 @@ def to_text(results: list[CaseResult], width: int | None = None) -> str:
         lines.extend(fit(text, width))
 
     for result in results:
-        mark = "✓" if result.as_expected else "✗"
+        mark = "-" if result.status is Status.SKIPPED else "✓" if result.as_expected else "✗"
         expected = EXPECTED[result.expect_bug]
         add(f"{mark} {result.repro} / {result.case}: {result.status.value} ({expected})")
         add(f"    {result.detail}")
@@ -70,9 +70,21 @@ def listing(repros: tuple[Repro, ...], rules: RuleSet, width: int | None = None)
 
 def summary(results: list[CaseResult]) -> str:
     counts = {status: sum(r.status is status for r in results) for status in Status}
-    unexpected = sum(not r.as_expected for r in results)
     parts = ", ".join(f"{n} {status.value}" for status, n in counts.items() if n)
+    if nothing_ran(results):
+        return f"{len(results)} cases: {parts}; nothing ran: {skip_reasons(results)}"
+    unexpected = sum(not r.as_expected for r in results)
     return f"{len(results)} cases: {parts}; {unexpected} not as expected"
+
+
+def nothing_ran(results: list[CaseResult]) -> bool:
+    """Every case skipped: the run checked nothing, and must not pass as if it had."""
+    return bool(results) and all(r.status is Status.SKIPPED for r in results)
+
+
+def skip_reasons(results: list[CaseResult]) -> str:
+    """Why the cases were skipped, each reason once."""
+    return "; ".join(dict.fromkeys(r.detail for r in results if r.status is Status.SKIPPED))
 
 
 def to_json(results: list[CaseResult]) -> str:

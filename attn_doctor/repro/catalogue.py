@@ -24,7 +24,7 @@ class Case:
 class Repro:
     id: str
     title: str
-    module: str  # attn_doctor.repro.cases.<module>, defining run_case(name, device) -> dict
+    module: str  # attn_doctor.repro.cases.<module>, defining run_case(name, device, seed) -> dict
     cases: tuple[Case, ...]
 
 

@@ -1,8 +1,9 @@
 """The child process of a repro: run one case and print one result line.
 
-    python -m attn_doctor.repro.child MODULE CASE DEVICE
+    python -m attn_doctor.repro.child MODULE CASE DEVICE SEED
 
-MODULE defines ``run_case(case, device) -> dict`` (see attn_doctor/repro/cases/).
+MODULE defines ``run_case(case, device, seed) -> dict`` (see attn_doctor/repro/cases/); SEED seeds
+its random inputs, so the same command gives the same numbers.
 
 The parent reads the last ``ATTN_DOCTOR_RESULT {json}`` line. Anything can go wrong in here
 (a device-side assert, a fault, a hang): the parent copes; this process only reports.
@@ -44,7 +45,7 @@ def _no_gpu(device: str) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    module_name, case, device = argv
+    module_name, case, device, seed = argv
     # numpy only drives the CPU path (triton's interpreter), where its release matters
     names = (
         ("torch", "triton", "numpy", "transformers")
@@ -60,7 +61,7 @@ def main(argv: list[str]) -> int:
         else:
             result.update(device=_device_name(device))
             module = importlib.import_module(module_name)
-            result.update(module.run_case(case, device))
+            result.update(module.run_case(case, device, int(seed)))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which classifies it
         result.update(
             outcome="exception",

@@ -7,6 +7,7 @@ hang, or print megabytes of garbage: each becomes a verdict, and the next case s
 from __future__ import annotations
 
 import enum
+import random
 import re
 import shlex
 import shutil
@@ -90,6 +91,7 @@ class CaseResult:
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     sanitizer: str | None = None
+    seed: int | None = None  # of the case's random inputs (the rerun command passes it); None: a probe
 
     @property
     def as_expected(self) -> bool:
@@ -108,11 +110,20 @@ class RunOptions:
     fork: bool = True  # from one process that imported the stack (forkserver); False: fresh processes
 
 
-CHILD_ENTRY = "attn_doctor.repro.child"  # main([MODULE, CASE, DEVICE])
+CHILD_ENTRY = "attn_doctor.repro.child"  # main([MODULE, CASE, DEVICE, SEED])
 
 
-def child_command(repro: Repro, case: Case, device: str) -> list[str]:
-    return fresh_command(CHILD_ENTRY, [repro.module, case.name, device])
+def fresh_seed() -> int:
+    """Fresh random inputs every run; the seed goes into the rerun command, which replays them."""
+    return random.SystemRandom().randrange(2**31)
+
+
+def child_arguments(repro: Repro, case: Case, device: str, seed: int) -> list[str]:
+    return [repro.module, case.name, device, str(seed)]
+
+
+def child_command(repro: Repro, case: Case, device: str, seed: int) -> list[str]:
+    return fresh_command(CHILD_ENTRY, child_arguments(repro, case, device, seed))
 
 
 def child_environment(device: str, sanitizer: bool = False) -> dict[str, str]:
@@ -126,8 +137,8 @@ def child_environment(device: str, sanitizer: bool = False) -> dict[str, str]:
     return env
 
 
-def rerun_command(repro: Repro, case: Case, device: str, sanitizer: bool = False) -> str:
-    """The child's exact command line, with the environment it ran under."""
+def rerun_command(repro: Repro, case: Case, device: str, seed: int, sanitizer: bool = False) -> str:
+    """The child's exact command line, with the environment it ran under and its seed."""
     debug = "0" if sanitizer else "1"
     settings = f"CUDA_LAUNCH_BLOCKING=1 TRITON_DEBUG={debug}" + (
         " TRITON_INTERPRET=1" if device == "cpu" else ""
@@ -136,7 +147,7 @@ def rerun_command(repro: Repro, case: Case, device: str, sanitizer: bool = False
         settings += (
             " ATTN_DOCTOR_KERNEL_DEBUG=0 PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck"
         )
-    return f"{settings} python -m {CHILD_ENTRY} {shlex.join([repro.module, case.name, device])}"
+    return f"{settings} python -m {CHILD_ENTRY} {shlex.join(child_arguments(repro, case, device, seed))}"
 
 
 Work = tuple[Repro, Case, tuple[str, ...]]  # a case and its rule's symptom patterns
@@ -148,31 +159,34 @@ def run_cases(work: list[Work], options: RunOptions, progress: Progress = QUIET)
     Children fork from one process that imported torch, triton and the cases (compute-sanitizer
     runs fresh processes: it must start the process it watches). GPU cases share the GPU; one that
     comes out other than expected while others ran beside it is run again alone, and that verdict
-    stands, so a faulting neighbour cannot decide another case's verdict.
+    stands, so a faulting neighbour cannot decide another case's verdict. Each case draws its
+    seed once: a run alone gets the same inputs as the run it checks.
     """
     sanitizer = shutil.which("compute-sanitizer") if options.sanitizer and options.device == "cuda" else None
     preload = ["torch", "triton", CHILD_ENTRY, *dict.fromkeys(repro.module for repro, _, _ in work)]
     env = child_environment(options.device, sanitizer=sanitizer is not None)
     jobs = max(1, min(options.jobs, len(work)))
+    seeds = [fresh_seed() for _ in work]
     with Launcher(
         env, preload, fork=options.fork and sanitizer is None, timeout_s=options.timeout_s
     ) as launcher:
 
-        def one(item: Work) -> CaseResult:
-            label = f"{item[0].id} / {item[1].name}"
+        def one(index: int) -> CaseResult:
+            repro, case, symptoms = work[index]
+            label = f"{repro.id} / {case.name}"
             progress.started(label)
-            result = run_case(*item, options, launcher, sanitizer)
+            result = run_case(repro, case, symptoms, options, launcher, seeds[index], sanitizer)
             progress.finished(
                 label, f"{result.status.value}" + ("" if result.as_expected else " (not as expected)")
             )
             return result
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            results = list(pool.map(one, work))
+            results = list(pool.map(one, range(len(work))))
         if options.device == "cuda" and jobs > 1:
             for index, result in enumerate(results):
                 if not result.as_expected and not cannot_run(result):
-                    alone = one(work[index])
+                    alone = one(index)
                     alone.detail += " (run again alone: the first run shared the GPU with other cases)"
                     results[index] = alone
         progress.note(f"repro: {launcher.note}")
@@ -185,9 +199,11 @@ def run_case(
     symptoms: tuple[str, ...],
     options: RunOptions,
     launcher: Launcher,
+    seed: int,
     sanitizer: str | None = None,
 ) -> CaseResult:
-    """One case; ``symptoms`` (the rule's own message patterns) also count as the bug showing."""
+    """One case on inputs drawn from ``seed``; ``symptoms`` (the rule's own message patterns) also
+    count as the bug showing."""
     if sanitizer:
         command = [
             sanitizer,
@@ -195,14 +211,15 @@ def run_case(
             "memcheck",
             "--print-limit",
             "20",
-            *child_command(repro, case, options.device),
+            *child_command(repro, case, options.device, seed),
         ]
         output = run_child(command, child_environment(options.device, sanitizer=True), options.timeout_s)
     else:
-        output = launcher.run(CHILD_ENTRY, [repro.module, case.name, options.device], options.timeout_s)
+        arguments = child_arguments(repro, case, options.device, seed)
+        output = launcher.run(CHILD_ENTRY, arguments, options.timeout_s)
     result = classify(output, options, symptoms)
-    result.repro, result.case, result.expect_bug = repro.id, case.name, case.expect_bug
-    result.command = rerun_command(repro, case, options.device, sanitizer=sanitizer is not None)
+    result.repro, result.case, result.expect_bug, result.seed = repro.id, case.name, case.expect_bug, seed
+    result.command = rerun_command(repro, case, options.device, seed, sanitizer=sanitizer is not None)
     if sanitizer:
         found = first_sanitizer_error(output.stdout + output.stderr)
         result.sanitizer = found or "no memcheck errors"

@@ -58,7 +58,7 @@ def _report(command: list[str], finished: Finished, blocking: bool, options: arg
     render = (
         diagnose.to_github
         if options.format == "github"
-        else lambda d: diagnose.to_text(d, finished.tail, width)
+        else lambda d: diagnose.to_text(d, finished.tail, width, rerunning=options.rerun_blocking)
     )
     out.write(render(diagnosis))
     out.flush()

@@ -77,8 +77,9 @@ def diagnose(command: list[str], returncode: int, tail: OutputTail, blocking: bo
     return Diagnosis(command, returncode, explanation, asynchronous, problems, tail.total)
 
 
-def to_text(diagnosis: Diagnosis, tail: OutputTail, width: int | None = None) -> str:
-    """The diagnosis, each line fitted to ``width`` columns (None: a pipe, lines kept whole)."""
+def to_text(diagnosis: Diagnosis, tail: OutputTail, width: int | None = None, rerunning: bool = False) -> str:
+    """The diagnosis, each line fitted to ``width`` columns (None: a pipe, lines kept whole);
+    ``rerunning``: --rerun-blocking is about to run it again, so the hint to add it goes."""
     ended = f"attn-doctor: the command {diagnosis.how_it_ended}"
     text = tail.text()
     if not text:
@@ -103,8 +104,10 @@ def to_text(diagnosis: Diagnosis, tail: OutputTail, width: int | None = None) ->
             *fit("CUDA reported this error asynchronously: the traceback shows where it surfaced,", width, 0),
             *fit("not necessarily the kernel that failed. Run it again with synchronous launches:", width, 0),
             *fit(f"    {diagnosis.rerun_blocking()}", width, hang=8, shell=True),
-            *fit("(or add --rerun-blocking to `attn-doctor run` to do that once, automatically)", width, 0),
         ]
+        if not rerunning:
+            hint = "(or add --rerun-blocking to `attn-doctor run` to do that once, automatically)"
+            lines += fit(hint, width, 0)
     lines += [f"attn-doctor: {problem}" for problem in diagnosis.problems]
     return _fitted(lines, width)
 

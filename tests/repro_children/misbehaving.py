@@ -8,7 +8,7 @@ import sys
 import time
 
 
-def run_case(case: str, device: str) -> dict:
+def run_case(case: str, device: str, seed: int) -> dict:
     if case == "match":
         return {"outcome": "match", "detail": "max abs error 1e-05"}
     if case == "mismatch":

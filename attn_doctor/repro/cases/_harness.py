@@ -1,9 +1,8 @@
-"""What every case needs: a fresh seeded generator, and its outcome as the child reports it."""
+"""What every case needs: a generator seeded by the parent, and its outcome as the child reports it."""
 
 from __future__ import annotations
 
 import os
-import random
 from typing import Any
 
 import torch
@@ -16,10 +15,10 @@ DTYPE = torch.float16  # the same on the CPU interpreter and the GPU, so verdict
 DEBUG = os.environ.get("ATTN_DOCTOR_KERNEL_DEBUG", "1") != "0"
 
 
-def generator(device: str) -> tuple[torch.Generator, int]:
-    """Fresh random inputs every run, never zeros; the seed goes into the detail to replay."""
-    seed = random.SystemRandom().randrange(2**31)
-    return torch.Generator(device=device).manual_seed(seed), seed
+def generator(device: str, seed: int) -> torch.Generator:
+    """Random inputs, never zeros, from the seed the parent drew (fresh each run; the rerun
+    command passes the same one, and the detail names it)."""
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def randn(*shape: int, gen: torch.Generator, device: str) -> torch.Tensor:

@@ -20,12 +20,12 @@ from attn_doctor.repro.cases._harness import DEBUG, DTYPE, compared, generator, 
 BATCH, HEADS, HEAD_DIM, CACHED, NEW = 1, 4, 64, 256, 44
 
 
-def run_case(case: str, device: str) -> dict[str, Any]:
+def run_case(case: str, device: str, seed: int) -> dict[str, Any]:
     kv_len = CACHED + NEW
     mask_kv_len = {"missing-key-length": NEW, "fixed": kv_len}.get(case)
     if mask_kv_len is None:
         raise ValueError(f"unknown case {case!r}")
-    gen, seed = generator(device)
+    gen = generator(device, seed)
     q = randn(BATCH, HEADS, NEW, HEAD_DIM, gen=gen, device=device)
     k, v = (randn(BATCH, HEADS, kv_len, HEAD_DIM, gen=gen, device=device) for _ in range(2))
     mask = build_block_mask(NEW, mask_kv_len, causal=True, device=device)

@@ -26,11 +26,11 @@ def tables(rotary_dim: int, positions: int, device: str) -> tuple[torch.Tensor, 
     return angles.cos(), angles.sin()
 
 
-def run_case(case: str, device: str) -> dict[str, Any]:
+def run_case(case: str, device: str, seed: int) -> dict[str, Any]:
     rotary_dim = {"rotary-dim-is-model-dim": HEADS * HEAD_DIM, "fixed": HEAD_DIM}.get(case)
     if rotary_dim is None:
         raise ValueError(f"unknown case {case!r}")
-    gen, seed = generator(device)
+    gen = generator(device, seed)
     x = randn(BATCH, TOKENS, HEADS, HEAD_DIM, gen=gen, device=device)
     cos, sin = tables(rotary_dim, TOKENS, device)
     try:

@@ -29,8 +29,8 @@ def cu_seqlens_from_position_ids(position_ids: torch.Tensor) -> tuple[torch.Tens
     return cu_seqlens, int(flat.max()) + 1
 
 
-def run_case(case: str, device: str) -> dict[str, Any]:
-    gen, seed = generator(device)
+def run_case(case: str, device: str, seed: int) -> dict[str, Any]:
+    gen = generator(device, seed)
     try:
         if case == "offset-position-ids":
             return _offset_position_ids(gen, seed, device)

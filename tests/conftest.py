@@ -47,9 +47,12 @@ class Site:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Release venvs take minutes to build on a first run: say so on the terminal as it happens,
-    past pytest's capture, instead of sitting on one percentage."""
+    """Reports wrap at ``COLUMNS``: a test that wants a width sets it, none inherits one (a shell
+    may export it, pytest-xdist sets 80 in its workers). Release venvs take minutes to build on a
+    first run: say so on the terminal as it happens, past pytest's capture."""
     from tests import release_venvs
+
+    os.environ.pop("COLUMNS", None)
 
     def to_terminal(line: str) -> None:
         capture = config.pluginmanager.getplugin("capturemanager")

@@ -841,14 +841,17 @@ def rules_validate(
 ) -> None:
     """Check rule files against the schema; every problem names the file and the field."""
     from attn_doctor.engine.loader import load_rules
+    from attn_doctor.words import counted
 
     ruleset = load_rules(paths or None)
     for problem in ruleset.problems:
         _error(problem)
     if ruleset.problems:
-        typer.echo(f"{len(ruleset.problems)} problems; {len(ruleset.rules)} valid rules")
+        typer.echo(
+            f"{counted(len(ruleset.problems), 'problem')}; {counted(len(ruleset.rules), 'valid rule')}"
+        )
         raise typer.Exit(EXIT_INPUT_ERROR)
-    typer.echo(f"ok: {len(ruleset.rules)} rules valid")
+    typer.echo(f"ok: {counted(len(ruleset.rules), 'rule')} valid")
 
 
 @db_app.command("info")

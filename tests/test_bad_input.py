@@ -70,7 +70,7 @@ def test_one_bad_file_never_hides_the_others(tmp_path):
         cli("rules", "validate", rules), "first-bad.toml", "second-bad.toml", "third-bad.toml"
     )
     assert "good.toml" not in text
-    assert "1 valid rules" in cli("rules", "validate", rules).stdout
+    assert "3 problems; 1 valid rule\n" in cli("rules", "validate", rules).stdout
 
 
 def test_id_must_match_file_name_and_be_unique(tmp_path):

@@ -127,7 +127,7 @@ def saved_repro(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_repro_results_are_included(saved_repro: Path):
     text = cli("report", *AFFECTED, "--repro-json", saved_repro).stdout
     section = text.split("### Repro results", 1)[1]
-    assert "1 cases: 1 NOT REPRODUCED; 0 not as expected (from repro.json)" in section
+    assert "1 case: 1 NOT REPRODUCED; 0 not as expected (from repro.json)" in section
     assert "- `varlen-cu-seqlens` / `fixed`: NOT REPRODUCED (clean run expected)" in section
     assert "\\|ref\\|" in section  # the detail's pipes are escaped, not cell borders
 

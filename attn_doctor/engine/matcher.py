@@ -17,6 +17,7 @@ from attn_doctor.facts.features import EVIDENT_FEATURES
 from attn_doctor.facts.missing_names import MissingName
 from attn_doctor.facts.model import OPEN_PACKAGE_LIST, OPEN_PACKAGE_LISTS, Environment, Package
 from attn_doctor.probes.observation import Observation, ProbeVerdict
+from attn_doctor.words import counted
 
 RELEASE = "release"  # the condition of every reason the release-facts snapshot decides
 
@@ -201,7 +202,7 @@ def _in_releases(name: str, package: Package, spec: SpecifierSet) -> Reason:
     span = (
         package.releases[0] if len(package.releases) == 1 else f"{package.releases[0]}–{package.releases[-1]}"
     )
-    label = f"{name} {span} ({len(package.releases)} releases, {package.origin})"
+    label = f"{name} {span} ({counted(len(package.releases), 'release')}, {package.origin})"
     if outcomes == {True}:
         return Reason(name, True, f"{label} is in {spec}", package.origin)
     if outcomes == {False}:

@@ -22,6 +22,7 @@ from attn_doctor.engine.matcher import RELEASE, Finding, Verdict
 from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.explain.scan import Hits, Occurrence
 from attn_doctor.explain.symptoms import Symptom, patterns_of
+from attn_doctor.words import counted
 
 _VERDICT_ORDER = {Verdict.AFFECTED: 0, Verdict.UNKNOWN: 1, Verdict.NOT_AFFECTED: 2}
 # messages that many unrelated faults print: on their own they say little about the cause
@@ -144,7 +145,7 @@ class Cause:
         if self.raised_here:
             why.append(f"the innermost frame is in {self.finding.rule.component}")
         total = len(self.finding.rule.symptoms) + len(self.finding.rule.messages)
-        why.append(f"{len(self.matches)} of its {total} symptom pattern{'s' if total > 1 else ''} matched")
+        why.append(f"{len(self.matches)} of its {counted(total, 'symptom pattern')} matched")
         return why
 
 

@@ -58,6 +58,7 @@ from attn_doctor.facts.model import (
     torch_build_from_version,
 )
 from attn_doctor.facts.probe import probe_environment
+from attn_doctor.words import counted
 
 if TYPE_CHECKING:  # log_facts reads logs with explain's reader, which imports this module
     from attn_doctor.facts.log_facts import LogFacts
@@ -219,9 +220,8 @@ def _declared_target(inputs: EnvironmentInputs, problems: list[str]) -> Environm
     if given:
         names = ", ".join(given)
         env.sources = [*env.sources, f"--requirements {names}"]
-        count = len(declared.packages)
-        counted = f"{count} package{'' if count == 1 else 's'}"
-        env.target = f"{names} ({counted})" if inputs.env_file is None else env.target
+        packages = counted(len(declared.packages), "package")
+        env.target = f"{names} ({packages})" if inputs.env_file is None else env.target
         env = _over(env, declared.packages)
         _conda_facts(env, declared, inputs)
         if declared.open_package_list:

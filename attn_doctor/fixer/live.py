@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any
 
 from attn_doctor.fixer.search import Outcome
+from attn_doctor.words import counted
 
 REFRESHES_PER_SECOND = 10
 
@@ -76,7 +77,7 @@ class SearchProgress:
         left = self._targets - self._searchable + len(best.failing)
         stage = "" if self._stage == "searching" else f"{self._stage}; "
         return (
-            f"fix: {stage}{self._evaluated:,} combinations tried ({seconds}); "
+            f"fix: {stage}{counted(self._evaluated, 'combination')} tried ({seconds}); "
             f"best so far: {plan}, {left} of {self._targets} left"
         )
 

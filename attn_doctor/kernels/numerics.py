@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
+from attn_doctor.words import counted
+
 # (atol, rtol) against a float64 reference, for attention-sized reductions (head dim <= 256)
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float32: (2e-4, 2e-4),  # kernels run float32 dots in IEEE mode: tf32 would not meet this
@@ -39,7 +41,7 @@ class Comparison:
         return self.mismatched == 0
 
     def describe(self) -> str:
-        state = "within" if self.ok else f"{self.mismatched} elements outside"
+        state = "within" if self.ok else f"{counted(self.mismatched, 'element')} outside"
         unwritten = f", {self.unwritten} never written" if self.unwritten else ""
         return (
             f"max abs error {self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g} "

@@ -18,6 +18,7 @@ from attn_doctor.planner.target import (
 )
 from attn_doctor.releases.facts import ReleaseFacts, Wheel
 from attn_doctor.releases.wheel_names import WheelFile, flash_attn_wheel
+from attn_doctor.words import counted
 
 PACKAGE = "flash-attn"
 PLATFORM = "linux_x86_64"  # the only platform flash-attn's releases have wheels for
@@ -175,8 +176,8 @@ def _source_build(version: str, env: Environment, cuda_major: str) -> WayOut:
         free = env.memory_gb - max(16, 0.15 * env.memory_gb)
         jobs = max(1, min(env.cpus // 2, int(free / GB_PER_JOB)))
         sizing = (
-            f"MAX_JOBS={jobs} for {env.cpus} CPUs and {env.memory_gb:g} GiB: about 20 GB a job (5 GB per "
-            "nvcc thread, 4 threads; flash-attention#2079) with max(16 GB, 15%) kept free (#2493)"
+            f"MAX_JOBS={jobs} for {counted(env.cpus, 'CPU')} and {env.memory_gb:g} GiB: about 20 GB a job "
+            "(5 GB per nvcc thread, 4 threads; flash-attention#2079) with max(16 GB, 15%) kept free (#2493)"
         )
     else:
         jobs = README_JOBS

@@ -7,6 +7,7 @@ import json
 from attn_doctor import __version__
 from attn_doctor.cluster.merge import ClusterFinding, ClusterResult
 from attn_doctor.report.width import fit_text
+from attn_doctor.words import counted
 
 CLUSTER_SCHEMA_ID = "attn-doctor/cluster"
 CLUSTER_SCHEMA_VERSION = 1
@@ -31,8 +32,9 @@ def to_text(result: ClusterResult, width: int | None = None) -> str:
     lines += [f"problem: {problem}" for problem in result.problems]
     failing = sum(f.failing for f in result.findings)
     lines.append(
-        f"{len(result.findings)} rules affected or unknown somewhere; {failing} failing; "
-        f"{len(result.drift)} drifting facts; {len(result.missing)} missing; exit code {result.exit_code}"
+        f"{counted(len(result.findings), 'rule')} affected or unknown somewhere; {failing} failing; "
+        f"{counted(len(result.drift), 'drifting fact')}; {len(result.missing)} missing; "
+        f"exit code {result.exit_code}"
     )
     return fit_text("\n".join(lines) + "\n", width)
 

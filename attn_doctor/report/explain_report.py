@@ -21,6 +21,7 @@ from attn_doctor.facts.log_facts import FROM_THE_LOG
 from attn_doctor.facts.model import Environment
 from attn_doctor.releases.messages import Message
 from attn_doctor.report import install
+from attn_doctor.words import counted
 
 EXPLAIN_SCHEMA_ID = "attn-doctor/explain"
 EXPLAIN_SCHEMA_VERSION = 1
@@ -33,7 +34,7 @@ def to_text(explanation: Explanation, verbose: bool = False) -> str:
     env = explanation.environment
     lines = [
         f"attn-doctor explain: {_input_name(explanation.source)} ({explanation.bytes_read:,} bytes, "
-        f"{_lines(explanation.lines)}; stack: {env.target})",
+        f"{counted(explanation.lines, 'line')}; stack: {env.target})",
     ]
     stated = _stated_facts(env)
     if stated:
@@ -107,10 +108,6 @@ def _origin_text(message: Message) -> str:
     return text + (f", when {message.guard}" if message.guard else "")
 
 
-def _lines(count: int) -> str:
-    return f"{count:,} line{'' if count == 1 else 's'}"
-
-
 def _foldable(cause: Cause) -> bool:
     """A generic message on a stack the rule does not fit says nothing: one line, not a cause."""
     return cause.finding.verdict is Verdict.NOT_AFFECTED and cause.generic_only
@@ -124,15 +121,13 @@ def _summary_lines(explanation: Explanation) -> list[str]:
         ]
     if explanation.ruled_out:
         return [
-            f"No known cause fits this stack: the {len(explanation.causes)} rule"
-            f"{'s' if len(explanation.causes) > 1 else ''} its words match "
-            f"{'are' if len(explanation.causes) > 1 else 'is'} ruled out by its facts. If the log "
+            f"No known cause fits this stack: the {counted(len(explanation.causes), 'rule')} its words "
+            f"match {'is' if len(explanation.causes) == 1 else 'are'} ruled out by its facts. If the log "
             "comes from another machine, describe its stack (--pin, -r, --env-file, --gpu, --feature)."
         ]
     counts = {v: sum(c.finding.verdict is v for c in explanation.causes) for v in Verdict}
-    plural = "s" if len(explanation.causes) > 1 else ""
     lines = [
-        f"{len(explanation.causes)} known cause{plural}, most likely first: {counts[Verdict.AFFECTED]} "
+        f"{counted(len(explanation.causes), 'known cause')}, most likely first: {counts[Verdict.AFFECTED]} "
         f"affected, {counts[Verdict.UNKNOWN]} unknown, {counts[Verdict.NOT_AFFECTED]} not affected "
         "on this stack"
     ]
@@ -184,7 +179,7 @@ def _cause_lines(rank: int, cause: Cause, environment: Environment) -> list[str]
     for line, text in cause.said[:MAX_SAID]:
         lines.append(f"   the log says why, line {line}: {text}")
     if len(cause.said) > MAX_SAID:
-        lines.append(f"   (and {len(cause.said) - MAX_SAID} more such lines: --format json)")
+        lines.append(f"   (and {counted(len(cause.said) - MAX_SAID, 'more such line')}: --format json)")
     for reason in cause.finding.reasons:
         if reason.condition == RELEASE and reason.holds:
             lines.append(f"   found: {reason.text}")
@@ -217,7 +212,7 @@ def _match_lines(match: SymptomMatch) -> list[str]:
     lines = [f"   line {match.first.line}: {_shorten(match.first, literal)}"]
     if match.lines > 2:
         between = match.lines - 2
-        lines.append(f"   ... {between:,} more matching line{'s' if between > 1 else ''} ...")
+        lines.append(f"   ... {counted(between, 'more matching line')} ...")
     if match.lines > 1:
         lines.append(f"   line {match.last.line}: {_shorten(match.last, literal)}")
     return lines

@@ -14,6 +14,7 @@ from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.errors import InputError
 from attn_doctor.fixer.plan import Change, FixPlan
 from attn_doctor.report.width import fit
+from attn_doctor.words import counted
 
 FIX_SCHEMA_ID = "attn-doctor/fix"
 FIX_SCHEMA_VERSION = 1
@@ -48,7 +49,7 @@ def to_text(
     else:
         left = len(plan.after.failing())
         lines.append(
-            f"{failing} finding{'s' * (failing != 1)} at or above --fail-on {fail_on}; "
+            f"{counted(failing, 'finding')} at or above --fail-on {fail_on}; "
             f"checked again with the versions below: {left} left."
         )
     commands = [f"  {command}" for command in plan.commands]
@@ -72,7 +73,7 @@ def to_text(
             lines.append(f"  ? {finding.rule.id}: {missing}")
     if plan.searched:
         bound = ", stopped at its bound" if plan.bounded else ""
-        tried = f"{plan.evaluated:,} combination{'s' * (plan.evaluated != 1)}"
+        tried = counted(plan.evaluated, "combination")
         lines += ["", f"Searched {', '.join(plan.searched)}: {tried}{bound}."]
     if verbose and plan.rejected:
         lines += ["", "Not proposed:"]
@@ -91,7 +92,7 @@ def _below(plan: FixPlan) -> str:
     if not below:
         return ""
     lowest = max((f.rule.severity for f in below), key=SEVERITIES.index)
-    count = f"{len(below)} finding{'s' * (len(below) != 1)}"
+    count = counted(len(below), "finding")
     return f" ({count} below it: --fail-on {lowest} plans {'them' if len(below) > 1 else 'it'})"
 
 

@@ -6,6 +6,7 @@ from attn_doctor.check import CheckResult
 from attn_doctor.engine.matcher import Verdict, pending_features
 from attn_doctor.report import unknowns
 from attn_doctor.report.locations import annotated, requirement_location
+from attn_doctor.words import counted
 
 
 def to_github(result: CheckResult) -> str:
@@ -35,7 +36,7 @@ def to_github(result: CheckResult) -> str:
         lines.append(f"::{command} {','.join(properties)}::{gh_data(message)}")
     for (features, place), rule_ids in conditional.items():
         where = "" if place is None else f"file={gh_property(place[0])},line={place[1]},"
-        count = f"{len(rule_ids)} rule{'s apply' if len(rule_ids) > 1 else ' applies'}"
+        count = f"{counted(len(rule_ids), 'rule')} {'applies' if len(rule_ids) == 1 else 'apply'}"
         title = gh_property(f"attn-doctor: {count} only if you use {' and '.join(features)}")
         message = f"applies if you use {' and '.join(features)} (declare: --feature): {', '.join(rule_ids)}"
         lines.append(f"::notice {where}title={title}::{gh_data(message)}")

@@ -24,6 +24,7 @@ from attn_doctor.report.markdown import cell
 from attn_doctor.report.repro_report import EXPECTED, summary
 from attn_doctor.report.width import fit
 from attn_doctor.repro.runner import CaseResult
+from attn_doctor.words import counted
 
 Lines = list[str]
 _HOLDS = {True: "yes", False: "no", None: "unknown"}
@@ -105,7 +106,7 @@ def _headline(result: CheckResult) -> Lines:
         "## attn-doctor report",
         "",
         f"**{counts[Verdict.AFFECTED]} affected, {counts[Verdict.UNKNOWN]} unknown**, "
-        f"{counts[Verdict.NOT_AFFECTED]} not affected of {len(result.findings)} rules"
+        f"{counts[Verdict.NOT_AFFECTED]} not affected of {counted(len(result.findings), 'rule')}"
         + (f" ({ignored} ignored by configuration)" if ignored else "")
         + f"; facts from {', '.join(result.environment.sources)}.",
     ]

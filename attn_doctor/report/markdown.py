@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from attn_doctor.check import CheckResult
 from attn_doctor.engine.matcher import Verdict
+from attn_doctor.words import counted
 
 
 def to_markdown(result: CheckResult) -> str:
@@ -16,7 +17,7 @@ def to_markdown(result: CheckResult) -> str:
         *findings_table(result),
     ]
     not_affected = sum(f.verdict is Verdict.NOT_AFFECTED for f in result.findings)
-    out += ["", f"{not_affected} more rules checked: not affected."]
+    out += ["", f"{counted(not_affected, 'more rule')} checked: not affected."]
     out += [f"- input problem: {cell(problem)}" for problem in result.problems]
     return "\n".join(out) + "\n"
 

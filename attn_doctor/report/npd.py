@@ -24,6 +24,7 @@ from attn_doctor.check import CheckResult
 from attn_doctor.engine.matcher import Finding, Verdict, pending_features
 from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.report import MachineFormat, check_exit_code
+from attn_doctor.words import counted
 
 MAX_OUTPUT_LENGTH = 80  # NPD's default max_output_length
 PREFIX = "attn-doctor: "
@@ -64,7 +65,7 @@ def message(result: CheckResult, width: int = MAX_OUTPUT_LENGTH) -> str:
     if_used = sum(bool(pending_features(f)) for f in result.findings)
     unknown = sum(f.verdict is Verdict.UNKNOWN for f in result.findings) - if_used
     counts = f"{affected} affected, {unknown} unknown, {if_used} if used"
-    return cut(f"{PREFIX}ok: 0 of {len(result.findings)} rules failing ({counts})", width)
+    return cut(f"{PREFIX}ok: 0 of {counted(len(result.findings), 'rule')} failing ({counts})", width)
 
 
 def stopped(problem: str, exit_code: int, width: int = MAX_OUTPUT_LENGTH) -> str:

@@ -12,6 +12,7 @@ from attn_doctor.report.markdown import cell
 from attn_doctor.report.width import fit
 from attn_doctor.repro.catalogue import Repro
 from attn_doctor.repro.runner import CaseResult, Status
+from attn_doctor.words import counted
 
 REPRO_SCHEMA_ID, REPRO_SCHEMA_VERSION = "attn-doctor/repro", 1
 EXPECTED = {True: "bug expected", False: "clean run expected", None: "live probe: either way"}
@@ -71,10 +72,11 @@ def listing(repros: tuple[Repro, ...], rules: RuleSet, width: int | None = None)
 def summary(results: list[CaseResult]) -> str:
     counts = {status: sum(r.status is status for r in results) for status in Status}
     parts = ", ".join(f"{n} {status.value}" for status, n in counts.items() if n)
+    cases = counted(len(results), "case")
     if nothing_ran(results):
-        return f"{len(results)} cases: {parts}; nothing ran: {skip_reasons(results)}"
+        return f"{cases}: {parts}; nothing ran: {skip_reasons(results)}"
     unexpected = sum(not r.as_expected for r in results)
-    return f"{len(results)} cases: {parts}; {unexpected} not as expected"
+    return f"{cases}: {parts}; {unexpected} not as expected"
 
 
 def nothing_ran(results: list[CaseResult]) -> bool:

@@ -16,6 +16,7 @@ from attn_doctor.facts.model import REPLACED, Environment, describe_torch_build
 from attn_doctor.probes.observation import ProbeVerdict
 from attn_doctor.report import install, unknowns
 from attn_doctor.report.width import fit
+from attn_doctor.words import counted
 
 Line = tuple[str, str] | tuple[str, str, int]  # (text, rich style[, hanging indent when wrapped])
 AREA_HANG = 49  # where an area line's counts start
@@ -88,7 +89,7 @@ def _conditional_lines(findings: list[Finding], verbose: bool) -> list[Line]:
         ("Rules that apply only if you use a feature (declare: --feature, [tool.attn-doctor] features):", ""),
     ]
     for features, rule_ids in sorted(groups.items()):
-        text = f"  {UNKNOWN} if you use {features}: {_count(len(rule_ids), 'rule')}"
+        text = f"  {UNKNOWN} if you use {features}: {counted(len(rule_ids), 'rule')}"
         lines.append((text + (f": {', '.join(rule_ids)}" if verbose else ""), "dim"))
     return lines
 
@@ -104,10 +105,6 @@ def _unknown_lines(findings: list[Finding], verbose: bool) -> list[Line]:
         lines.append((f"  {UNKNOWN} {group.headline()}", "yellow"))
         lines.append((f"      {', '.join(group.rule_ids)}", "dim", 6))
     return lines
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def fitted(lines: Sequence[Line], width: int | None) -> list[tuple[str, str]]:
@@ -136,7 +133,7 @@ def _area_line(component: str, env: Environment, findings: list[Finding]) -> Lin
     conditional = sum(_conditional(f) for f in findings)
     notes = [f"{affected} affected" if affected else "", f"{unknown} unknown" if unknown else ""]
     notes.append(f"{conditional} if used" if conditional else "")
-    counts = _count(len(findings), "rule") + (f": {', '.join(n for n in notes if n)}" if any(notes) else "")
+    counts = counted(len(findings), "rule") + (f": {', '.join(n for n in notes if n)}" if any(notes) else "")
     # 22 + 21 columns leave 31 for the counts within 80; a longer line wraps under the counts
     text = f"[{mark}] {component:<22} {_area_fact(component, env):<21} {counts}"
     return (text, style, AREA_HANG)
@@ -261,7 +258,7 @@ def _summary_line(result: CheckResult) -> Line:
     ignored = sum(f.ignored is not None for f in result.findings)
     failing = len(result.failing())
     text = (
-        f"{_count(len(result.findings), 'rule')}: {counts[Verdict.AFFECTED]} affected, "
+        f"{counted(len(result.findings), 'rule')}: {counts[Verdict.AFFECTED]} affected, "
         f"{counts[Verdict.UNKNOWN]} unknown, "
         + (f"{conditional} only if you use a feature, " if conditional else "")
         + f"{counts[Verdict.NOT_AFFECTED]} not affected"

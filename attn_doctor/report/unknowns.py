@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from attn_doctor.engine import matcher
 from attn_doctor.engine.matcher import Finding, Verdict, pending_features
+from attn_doctor.words import counted
 
 # what each missing fact is, and how the user supplies it
 _NEEDS: dict[str, tuple[str, str]] = {
@@ -53,7 +54,7 @@ class UnknownGroup:
     def headline(self) -> str:
         count = len(self.rule_ids)
         verb = "needs" if count == 1 else "need"
-        return f"{count} rule{'' if count == 1 else 's'} {verb} {self.need}: {self.how}"
+        return f"{counted(count, 'rule')} {verb} {self.need}: {self.how}"
 
 
 def is_grouped(finding: Finding) -> bool:

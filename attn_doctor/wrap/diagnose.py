@@ -14,6 +14,7 @@ from typing import Any
 from attn_doctor.explain import Explanation
 from attn_doctor.isolation import signal_name
 from attn_doctor.report.width import fit, fit_text
+from attn_doctor.words import counted
 from attn_doctor.wrap.tail import OutputTail
 
 # errors CUDA reports at the next synchronising call, wherever that is, unless launches are blocking
@@ -127,14 +128,10 @@ def _fitted(lines: list[str], width: int | None) -> str:
 
 def _amount(explanation: Explanation, tail: OutputTail) -> str:
     """How much of the output was read: its lines and bytes, and of how much when it was cut."""
-    read = f"{_count(explanation.lines, 'line')} ({_size(explanation.bytes_read)})"
+    read = f"{counted(explanation.lines, 'line')} ({_size(explanation.bytes_read)})"
     if tail.total > explanation.bytes_read:
         return f"Read the last {read} of the {_size(tail.total)} it printed"
     return f"Read all it printed: {read}"
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number:,} {noun}{'' if number == 1 else 's'}"
 
 
 def to_json(diagnosis: Diagnosis) -> str:
@@ -183,4 +180,4 @@ def _size(count: int) -> str:
         return f"{count / (1024 * 1024):.0f} MiB"
     if count >= 1024:
         return f"{count / 1024:.0f} KiB"
-    return _count(count, "byte")
+    return counted(count, "byte")

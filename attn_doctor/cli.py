@@ -10,6 +10,8 @@ import functools
 import io
 import math
 import os
+import re
+import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -188,6 +190,23 @@ def _pin_file(name: str) -> Path:
     return Path(name)
 
 
+# check, fix and report take options only; a stray word reaches the command, which names the option
+# it most likely lacks instead of click's usage block
+OPTIONS_ONLY = {"allow_extra_args": True}
+_PIN_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==\S+")
+
+
+def _no_stray_words(ctx: typer.Context) -> None:
+    """A word without an option: most often a pin (``check transformers==4.44.0``), given --pin."""
+    if not ctx.args:
+        return
+    words, command = " ".join(ctx.args), ctx.info_name
+    if all(_PIN_WORD.fullmatch(word) for word in ctx.args):
+        pins = " ".join(f"--pin {shlex.quote(word)}" for word in ctx.args)
+        raise InputError(words, f"{command} takes options only; did you mean {pins}?")
+    raise InputError(words, f"{command} takes options only, no arguments (attn-doctor {command} --help)")
+
+
 def _require_choice(option: str, value: str | None, choices: tuple[str, ...]) -> None:
     if value is not None and value not in choices:
         raise InputError(option, f"{value!r} is not one of {', '.join(choices)}")
@@ -297,10 +316,13 @@ ProbeTimeoutOption = Annotated[
 ]
 
 
-@app.command(short_help="Check this machine, or a target, against known-bad stacks.")
+@app.command(
+    short_help="Check this machine, or a target, against known-bad stacks.", context_settings=OPTIONS_ONLY
+)
 @_one_line_errors
 @_stopped_on_stdout
 def check(
+    ctx: typer.Context,
     gpu: GpuOption = [],  # noqa: B006 - typer reads the default, never mutates it
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
@@ -359,6 +381,7 @@ def check(
     from attn_doctor.facts.assemble import assemble
     from attn_doctor.progress import Progress
 
+    _no_stray_words(ctx)
     _require_choice("--format", output_format, FORMATS)
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = project_config(config, project_path)
@@ -558,9 +581,10 @@ def repro(
     raise typer.Exit(0 if all(r.as_expected for r in results) else 1)
 
 
-@app.command(short_help="Markdown for a GitHub issue, secrets left out.")
+@app.command(short_help="Markdown for a GitHub issue, secrets left out.", context_settings=OPTIONS_ONLY)
 @_one_line_errors
 def report(
+    ctx: typer.Context,
     gpu: GpuOption = [],  # noqa: B006
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
@@ -592,6 +616,7 @@ def report(
     from attn_doctor.report.issue import IssueInputs, render
     from attn_doctor.report.repro_file import load_repro_results
 
+    _no_stray_words(ctx)
     what_if = _target(locals())
     repro_results = [] if repro_json is None else load_repro_results(repro_json)
     inputs = IssueInputs(what_if, config, live_probes, repro_json, repro_results)
@@ -615,9 +640,10 @@ def report(
     raise typer.Exit(EXIT_INPUT_ERROR if result.problems else 0)
 
 
-@app.command(short_help="The fewest version changes that clear the findings.")
+@app.command(short_help="The fewest version changes that clear the findings.", context_settings=OPTIONS_ONLY)
 @_one_line_errors
 def fix(
+    ctx: typer.Context,
     gpu: GpuOption = [],  # noqa: B006
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
@@ -651,6 +677,7 @@ def fix(
     from attn_doctor.report import fix_report
     from attn_doctor.report.width import terminal_width
 
+    _no_stray_words(ctx)
     _require_choice("--format", output_format, ("text", "json"))
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = project_config(config, project_path)

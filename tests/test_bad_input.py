@@ -184,3 +184,78 @@ def test_bad_project_config(tmp_path, section, needle):
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text(section)
     assert_one_line_error(cli("check", "--config", pyproject), "pyproject.toml", needle)
+
+
+# Misuse: an input in the wrong place gets the line that says where it goes.
+
+PIPE_HINT = "no such file; to explain this text, pipe it in: echo '...' | attn-doctor explain -"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("RuntimeError: CUDA error: device-side assert triggered", None),
+        ("CUDA out of memory. Tried to allocate 2.00 GiB", None),
+        (
+            "ImportError: /opt/venv/lib/python3.12/site-packages/flash_attn_2_cuda.cpython-312-x86_64"
+            "-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi",
+            "ImportError: /opt/venv/lib/python3.12/site-packages/flash...",
+        ),
+    ],
+)
+def test_error_text_given_as_the_log_is_told_to_pipe_it(text, shown):
+    result = cli("explain", text)
+    assert_one_line_error(result)
+    assert result.stderr == f"attn-doctor: error: {shown or text}: {PIPE_HINT}\n"
+
+
+@pytest.mark.parametrize(
+    "path", ["train.log", "logs/my run.log", "logs/my run/train.log", "C:\\logs\\train.log"]
+)
+def test_a_missing_log_path_is_only_missing(path):
+    result = cli("explain", path)
+    assert_one_line_error(result)
+    assert result.stderr == f"attn-doctor: error: {path}: no such file\n"
+
+
+@pytest.mark.parametrize("command", ["check", "fix", "report"])
+def test_a_pin_without_its_option_is_told_to_use_pin(command):
+    result = cli(command, "transformers==4.44.0", "--gpu", "H100")
+    assert_one_line_error(result)
+    assert result.stderr == (
+        f"attn-doctor: error: transformers==4.44.0: {command} takes options only; "
+        "did you mean --pin transformers==4.44.0?\n"
+    )
+    two = cli(command, "transformers==4.44.0", "flash-attn==2.6.3")
+    assert two.stderr.endswith("did you mean --pin transformers==4.44.0 --pin flash-attn==2.6.3?\n")
+
+
+def test_a_stray_word_that_is_no_pin_gets_the_help():
+    result = cli("check", "H100")
+    assert_one_line_error(result)
+    assert (
+        result.stderr
+        == "attn-doctor: error: H100: check takes options only, no arguments (attn-doctor check --help)\n"
+    )
+
+
+def test_python_with_pin_alone_is_told_to_write_a_pin_file(tmp_path, monkeypatch):
+    """--pin alone changes this machine, whose Python is its own: the hint's file is a target
+    that --python describes, and following it works."""
+    result = cli("check", "--pin", "transformers==4.44.0", "--python", "3.11", "--no-scan")
+    assert_one_line_error(result)
+    assert result.stderr == (
+        "attn-doctor: error: --python: describes a declared target (-r, --env-file); --pin alone "
+        "changes this machine, which is probed: to check the pins alone, echo transformers==4.44.0 "
+        "> pins.txt and give -r pins.txt --python 3.11\n"
+    )
+    several = cli("fix", "--pin", "torch==2.5.1", "--pin", "flash-attn==2.6.3", "--platform", "windows")
+    assert several.stderr.endswith(
+        "printf '%s\\n' torch==2.5.1 flash-attn==2.6.3 > pins.txt and give -r pins.txt --platform windows\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pins.txt").write_text("transformers==4.44.0\n")  # what `echo transformers==4.44.0` writes
+    followed = cli("check", "-r", "pins.txt", "--python", "3.11", "--no-scan", "--format", "json")
+    assert followed.exit_code in (0, 1), followed.stderr
+    environment = json.loads(followed.stdout)["environment"]
+    assert environment["python"] == "3.11" and environment["packages"]["transformers"]["version"] == "4.44.0"

@@ -11,6 +11,7 @@ matching is on UTF-8 bytes, and only matched lines are decoded (with replacement
 from __future__ import annotations
 
 import codecs
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -32,6 +33,8 @@ _ANSI = re.compile(
     rb"\x1b(?:\[(?=([0-?]*))\1(?=([ -/]*))\2[@-~]|\](?=([^\x07\x1b\n]*))\3(?:\x07|\x1b\\)|[@-Z\\-_])"
 )
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_FILE_EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,5}$")
+SHOWN_ARGUMENT_CHARS = 60  # of error text given where a log file goes: the hint after it must show
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,11 @@ def open_log(source: str) -> Iterator[BinaryIO]:
         yield sys.stdin.buffer
         return
     path = Path(source)
+    if _reads_as_error_text(source) and not os.path.exists(source):  # (False for a name too long)
+        shown = source if len(source) <= SHOWN_ARGUMENT_CHARS else f"{source[: SHOWN_ARGUMENT_CHARS - 3]}..."
+        raise InputError(
+            shown, "no such file; to explain this text, pipe it in: echo '...' | attn-doctor explain -"
+        )
     require_regular_file(path, source)  # a FIFO or device would block or never end; stdin is "-"
     try:
         stream = path.open("rb")
@@ -58,6 +66,15 @@ def open_log(source: str) -> Iterator[BinaryIO]:
         raise InputError(source, exc.strerror or "cannot read") from None
     with stream:
         yield stream
+
+
+def _reads_as_error_text(source: str) -> bool:
+    """The argument reads as a message, not a path: a line break, a colon and a space (``explain
+    "RuntimeError: CUDA error: ..."``), or spaces in its last path component with no file
+    extension after them (``CUDA out of memory``; ``logs/my run.log`` is a path)."""
+    name = source.rsplit("/", 1)[-1]
+    spaced_words = any(char.isspace() for char in name) and not _FILE_EXTENSION.search(name)
+    return "\n" in source or ": " in source or spaced_words
 
 
 class LogReader:

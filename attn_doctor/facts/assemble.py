@@ -37,6 +37,7 @@ evidence, the rest ``Environment.origins``.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -140,7 +141,7 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
     """
     if (inputs.python or inputs.platform) and not (inputs.declares_target or inputs.log):
         option = "--python" if inputs.python else "--platform"
-        raise InputError(option, "describes a declared target (-r, --env-file); this machine is probed")
+        raise InputError(option, _not_for_this_machine(inputs))
     if inputs.declares_target and inputs.site_paths:
         raise InputError("--path", "reads installed packages; a declared target (-r, --env-file) has none")
     site_paths = [_site_packages(path) for path in inputs.site_paths]
@@ -177,6 +178,22 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
         env.gpu_source = "target"
     env.features = _features(inputs, config, env.features)
     return env, problems
+
+
+def _not_for_this_machine(inputs: EnvironmentInputs) -> str:
+    """Why --python and --platform need a declared target, and with --pin the way to one: --pin
+    alone changes this machine, whose Python is what it is, so a target of the pins alone is a pin
+    file (``check --pin transformers==4.44.0 --python 3.11``)."""
+    if not inputs.pins:
+        return "describes a declared target (-r, --env-file); this machine is probed"
+    pins = " ".join(shlex.quote(pin) for pin in inputs.pins)
+    write = f"echo {pins}" if len(inputs.pins) == 1 else f"printf '%s\\n' {pins}"
+    given = [("--python", inputs.python), ("--platform", inputs.platform)]
+    options = " ".join(f"{option} {shlex.quote(value)}" for option, value in given if value)
+    return (
+        "describes a declared target (-r, --env-file); --pin alone changes this machine, which is "
+        f"probed: to check the pins alone, {write} > pins.txt and give -r pins.txt {options}"
+    )
 
 
 def _declared_target(inputs: EnvironmentInputs, problems: list[str]) -> Environment:

@@ -36,38 +36,59 @@ def _expressions(text: str, values: dict[str, str]) -> str:
     return re.sub(r"\$\{\{\s*([a-z.\-_]+)\s*\}\}", lambda m: values[m[1]], text)
 
 
+ACTION = yaml.safe_load((REPO / "action.yml").read_text())
+ACTION_STEPS = {step.get("id") or step.get("name"): step for step in ACTION["runs"]["steps"]}
+
+
+def run_the_action_check(folder: Path, inputs: dict[str, str]) -> tuple[dict[str, str], Path, Path]:
+    """The Action's check step as the runner runs it in ``folder``, with ``inputs`` over the
+    defaults; the expressions' values, the job summary and the step's output file."""
+    values = {f"inputs.{name}": spec.get("default", "") for name, spec in ACTION["inputs"].items()}
+    values |= {f"inputs.{name}": value for name, value in inputs.items()}
+    summary, output = folder / "summary.md", folder / "output.txt"
+    check = ACTION_STEPS["check"]
+    env = {key: _expressions(str(value), values) for key, value in check["env"].items()}
+    env |= {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(output)}
+    done = shell(check["run"], folder, env)
+    assert done.returncode == 0, done.stderr
+    return values, summary, output
+
+
+def sarif_rule_ids(folder: Path) -> list[str]:
+    """The rules of the results in the step's attn-doctor.sarif."""
+    sarif = json.loads((folder / "attn-doctor.sarif").read_text())
+    rules = [rule["id"] for rule in sarif["runs"][0]["tool"]["driver"]["rules"]]
+    return [rules[r["ruleIndex"]] for r in sarif["runs"][0]["results"]]
+
+
 @pytest.mark.parametrize(("fail_on", "expected"), [("error", "1"), ("never", "0")])
 def test_the_github_action_runs_check_writes_sarif_and_the_summary(
     tmp_path: Path, fail_on: str, expected: str
 ) -> None:
-    action = yaml.safe_load((REPO / "action.yml").read_text())
-    steps = {step.get("id") or step.get("name"): step for step in action["runs"]["steps"]}
     shutil.copy(PINFILES / "uv.lock", tmp_path / "uv.lock")
-    values = {f"inputs.{name}": spec.get("default", "") for name, spec in action["inputs"].items()}
-    values |= {
-        "inputs.requirements": "uv.lock",
-        "inputs.gpus": "sm_80",
-        "inputs.features": "flash_attention_2",
-    }
-    values["inputs.fail-on"] = fail_on
-    summary, output = tmp_path / "summary.md", tmp_path / "output.txt"
-    check = steps["check"]
-    env = {key: _expressions(str(value), values) for key, value in check["env"].items()}
-    env |= {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_OUTPUT": str(output)}
-    done = shell(check["run"], tmp_path, env)
-    assert done.returncode == 0, done.stderr
+    inputs = {"requirements": "uv.lock", "gpus": "sm_80", "features": "flash_attention_2", "fail-on": fail_on}
+    values, summary, output = run_the_action_check(tmp_path, inputs)
     assert output.read_text().strip() == f"exit-code={expected}"
-    sarif = json.loads((tmp_path / "attn-doctor.sarif").read_text())
-    rules = [rule["id"] for rule in sarif["runs"][0]["tool"]["driver"]["rules"]]
-    found = [rules[r["ruleIndex"]] for r in sarif["runs"][0]["results"]]
-    assert "gemma2-fa2-cu-seqlens" in found
+    assert "gemma2-fa2-cu-seqlens" in sarif_rule_ids(tmp_path)
     assert "gemma2-fa2-cu-seqlens" in summary.read_text()
-    upload = steps["Upload to code scanning"]
+    upload = ACTION_STEPS["Upload to code scanning"]
     assert upload["uses"].startswith("github/codeql-action/upload-sarif@")
     assert upload["with"]["sarif_file"] == "attn-doctor.sarif"
     values["steps.check.outputs.exit-code"] = expected
-    verdict = shell(_expressions(steps["Verdict"]["run"], values), tmp_path, {})
+    verdict = shell(_expressions(ACTION_STEPS["Verdict"]["run"], values), tmp_path, {})
     assert verdict.returncode == int(expected)
+
+
+@pytest.mark.parametrize(("target_python", "affected"), [("3.11", False), ("3.12", True)])
+def test_the_github_action_checks_the_targets_python(
+    tmp_path: Path, target_python: str, affected: bool
+) -> None:
+    """target-python is check's --python: torch 2.3.1 refuses torch.compile on 3.12, not on 3.11
+    (whatever the Python that runs attn-doctor)."""
+    (tmp_path / "requirements.txt").write_text("torch==2.3.1\n")
+    inputs = {"requirements": "requirements.txt", "features": "torch_compile", "target-python": target_python}
+    run_the_action_check(tmp_path, inputs)
+    assert ("torch-compile-python-3-12-needs-torch-2-4" in sarif_rule_ids(tmp_path)) is affected
 
 
 def test_the_gitlab_job_writes_a_code_quality_report(tmp_path: Path) -> None:

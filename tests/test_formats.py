@@ -11,7 +11,9 @@ from xml.etree import ElementTree
 import jsonschema
 import pytest
 from referencing import Registry, Resource
-from support import cli
+from support import REPO, cli
+
+from attn_doctor.cli import FORMATS
 
 SCHEMAS = resources.files("attn_doctor") / "schemas"
 AFFECTED_ARGS = [
@@ -131,3 +133,13 @@ def test_verbose_shows_facts_and_reasons(site):
     assert "Facts (target: this machine" in text
     assert "transformers 4.44.0 is in" in text  # why the rule matched
     assert "is not in" in text or "not installed" in text  # why others did not
+
+
+def test_the_readme_and_docs_name_every_format():
+    """The README's --format row and docs/output.md's table list every format check takes."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.splitlines() if line.startswith("| `--format F` |"))
+    output_doc = (REPO / "docs" / "output.md").read_text(encoding="utf-8")
+    for name in FORMATS:
+        assert f"`{name}`" in row, name
+        assert f"| `{name}` |" in output_doc, name

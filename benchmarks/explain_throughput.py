@@ -9,11 +9,13 @@ edge of the validation budget (`abcd[^x]*[^x]?[^x]?Q`), lines that make it backt
 `re` (every line distinct: explain runs the patterns on RE2); an OSC flood (every line an escape
 sequence `ESC ]` and 100 bytes that never ends it, issue 28); and 4 KiB lines that each hold a
 symptom literal, then spaces and a distinct tail (the literal search's worst text, issue 28). Each
-runs in its own process (`python -m attn_doctor explain`), median of --runs. Last, the cost of the
-message catalogue: a pasted 10 KB traceback and the noisy log, each with and without it
+runs in its own process (`python -m attn_doctor explain`): median wall and CPU time (user + system
+of the child) of --runs; on a shared machine the CPU time is the steadier number. Last, the cost
+of the message catalogue: a pasted 10 KB traceback and the noisy log, each with and without it
 (ATTN_DOCTOR_MESSAGE_CATALOGUE=""), and the ratio.
 
     python benchmarks/explain_throughput.py --mb 100 --runs 3
+    python benchmarks/explain_throughput.py --mb 100 --runs 5 --only "training log"
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -181,8 +184,14 @@ LOGS: dict[str, Callable[[Path, float], int]] = {
 WARM = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
 
 
-def wall_time(log: Path, extra: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
-    start = time.perf_counter()
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def wall_time(log: Path, extra: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
+    """One explain of ``log``: its wall time, its CPU time (user + system) and its exit code."""
+    start, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run(
         [*EXPLAIN, str(log), *extra],
         stdout=subprocess.DEVNULL,
@@ -190,7 +199,7 @@ def wall_time(log: Path, extra: list[str], env: dict[str, str] | None = None) ->
         check=False,
         env=env or WARM,
     )
-    return time.perf_counter() - start, done.returncode
+    return time.perf_counter() - start, _children_cpu() - cpu, done.returncode
 
 
 def write_traceback(path: Path, kilobytes: float = 10) -> int:
@@ -231,24 +240,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=100.0, help="size of each log in MB")
     parser.add_argument("--runs", type=int, default=3, help="timed runs of each")
+    parser.add_argument("--only", help="only the logs whose name holds this text (no catalogue table)")
     args = parser.parse_args()
-    print(f"| log | size | wall (median of {args.runs}) | MB/s | exit |")
-    print("| --- | --- | --- | --- | --- |")
+    print(f"| log | size | wall (median of {args.runs}) | CPU (median) | MB/s (wall) | exit |")
+    print("| --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as folder:
         rules = Path(folder) / "edge-rule.toml"
         rules.write_text(USER_RULE)
         for name, write in LOGS.items():
+            if args.only and args.only not in name:
+                continue
             extra = ["--rules", str(rules)] if "--rules" in name else []
             log = Path(folder) / "log.txt"
             size = write(log, args.mb)
-            times, code = [], 0
-            for _ in range(args.runs):
-                seconds, code = wall_time(log, extra)
-                times.append(seconds)
-            median = statistics.median(times)
-            print(f"| {name} | {size / 1e6:.1f} MB | {median:.2f} s | {size / 1e6 / median:.1f} | {code} |")
+            runs = [wall_time(log, extra) for _ in range(args.runs)]
+            wall = statistics.median(seconds for seconds, _, _ in runs)
+            cpu = statistics.median(cpu for _, cpu, _ in runs)
+            print(
+                f"| {name} | {size / 1e6:.1f} MB | {wall:.2f} s | {cpu:.2f} s | {size / 1e6 / wall:.1f} "
+                f"| {runs[-1][2]} |"
+            )
             os.unlink(log)
-        catalogue_cost(Path(folder), args.runs, args.mb)
+        if not args.only:
+            catalogue_cost(Path(folder), args.runs, args.mb)
 
 
 if __name__ == "__main__":

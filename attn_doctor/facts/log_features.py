@@ -4,13 +4,11 @@ A traceback frame (``File ".../flash_attn_interface.py", line 1124, in flash_att
 or the code line under it (``    F.scaled_dot_product_attention(q, k, k)``) is evidence that the
 run used that feature, as a pinned version in a freeze block is evidence of a version: such a
 feature is in use "from the log, line N". A log that shows no such call proves nothing: the
-feature stays unknown, never "not in use". A frame in a model family's modeling code
-(``transformers/models/gemma2/modeling_gemma2.py``) shows that family in use the same way.
+feature stays unknown, never "not in use". The model families a log shows are found apart, in
+every block (facts/model_families.py ``families_in``): a traceback sits at the end of a long log.
 """
 
 from __future__ import annotations
-
-from attn_doctor.facts.model_families import family_of_frame
 
 # (what a frame or code line holds, the feature it proves); only traceback lines are read
 CALLS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -65,8 +63,6 @@ def features_of(line: str) -> tuple[str, ...]:
         found += [feature for path, features in BUILDS if path in line for feature in features]
     if line.lstrip().startswith('File "') or line.startswith("    "):
         found += [feature for call, features in CALLS if call in line for feature in features]
-    if line.lstrip().startswith('File "') and (family := family_of_frame(line)):
-        found.append(family)  # the run went through this model family's code
     return tuple(dict.fromkeys(found))
 
 

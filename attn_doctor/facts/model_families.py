@@ -7,14 +7,15 @@ of its code (``transformers/models/gemma2/``).
 
 The project scan (facts/project_scan.py) knows a family by its class names (``Gemma2ForCausalLM``,
 ``Gemma2Config``), by its ``model_type`` in a config (``"model_type": "gemma2"``), or by the Hub
-names of its checkpoints (``google/gemma-2-9b``); a log by a traceback frame in its modeling code
-(facts/log_features.py). A project that shows no family leaves a rule that needs one unknown ("applies
+names of its checkpoints (``google/gemma-2-9b``); a log by a path in its modeling code (a traceback frame,
+facts/log_facts.py). A project that shows no family leaves a rule that needs one unknown ("applies
 if you use a gemma2 model"); a project that shows only other families is not affected.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -76,11 +77,16 @@ def model_phrase(families: tuple[str, ...]) -> str:
     return f"a {named} model"
 
 
-_FRAME = re.compile(r"transformers/models/([a-z0-9_]+)/modeling_\1\.py")
+# a path in a family's modeling code: a traceback frame, a warning's location
+_MODELING_PATH = re.compile(rb"transformers[/\\]+models[/\\]+([a-z0-9_]+)[/\\]+modeling_\1\.py")
 
 
-def family_of_frame(line: str) -> str | None:
-    """The family whose modeling code a traceback line runs in (``.../models/gemma2/modeling_gemma2.py``),
-    if it is one the rules can name."""
-    found = _FRAME.search(line)
-    return found[1] if found and found[1] in MODEL_FAMILIES else None
+def families_in(text: bytes) -> Iterator[tuple[str, int]]:
+    """The families whose modeling code ``text`` (a log's lines) names, with each one's offset:
+    the run went through that code (``.../transformers/models/gemma2/modeling_gemma2.py``)."""
+    if b"modeling_" not in text:
+        return
+    for found in _MODELING_PATH.finditer(text):
+        name = found[1].decode()
+        if name in MODEL_FAMILIES:
+            yield name, found.start()

@@ -10,14 +10,17 @@ import jsonschema
 import pytest
 from packaging.requirements import Requirement
 from referencing import Registry, Resource
-from support import cli, lines_wider_than, write_rule
+from support import REPO, cli, lines_wider_than, write_rule
 
 SEED = ("transformers==4.44.0", "flash-attn==2.3.6")
-# what a Gemma-2 training and generation project on FA2 uses
-SEED_FEATURES = tuple(
-    arg
-    for feature in ("flash_attention_2", "generate", "sliding_window", "softcap", "alibi", "torch_compile")
-    for arg in ("--feature", feature)
+# what a Gemma-2 training and generation project on FA2 uses, and the project (its code runs Gemma-2)
+SEED_FEATURES = (
+    *(
+        arg
+        for feature in ("flash_attention_2", "generate", "sliding_window", "softcap", "alibi", "torch_compile")
+        for arg in ("--feature", feature)
+    ),
+    *("--project", str(REPO / "tests" / "fixtures" / "projects" / "gemma2-generate")),
 )
 SEED_ERRORS = {
     "gemma2-fa2-cu-seqlens",

@@ -125,6 +125,7 @@ def test_no_signal(tmp_path: Path, name: str, text: str):
         ("train.py", 'm = AutoModelForCausalLM.from_pretrained("meta-llama/Meta-Llama-3-8B")\n', "llama"),
         ("train.py", 'name = "meta-llama/llama-2-7b-hf"\n', "llama"),
         ("train.py", "from transformers import LlamaForCausalLM\n", "llama"),
+        ("train.py", 'm = LlamaForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B")\n', "llama"),  # once
         ("train.py", 'name = "meta-llama/Llama-4-Scout-17B-16E-Instruct"\n', "llama4"),
         ("train.py", 'name = "google/gemma-2-9b-it"\n', "gemma2"),
         ("train.py", "model = Gemma2ForCausalLM(config)\n", "gemma2"),

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Family:
-    literal: str  # every match of the family's signal contains it (the scan's substring test)
-    classes: str  # its class-name prefix in transformers: Gemma2 of Gemma2ForCausalLM (a regex)
+    classes: str  # its classes' prefix in transformers: Gemma2 of Gemma2ForCausalLM
     checkpoints: str = ""  # a regex of its checkpoints' Hub names, matched ignoring case
+    named: str = ""  # lower-case text every checkpoint name holds: the scan's substring test
     model_types: tuple[str, ...] = ()  # config.json's model_type besides the family's own name
 
 
@@ -32,43 +32,46 @@ class Family:
 # google/gemma-2-9b, Qwen/Qwen2.5-7B-Instruct, ...). A name that could be two families (Qwen2-57B-A14B
 # is Qwen2-MoE, Llama-3.2-11B-Vision is Mllama) is left to the class names and configs.
 MODEL_FAMILIES: dict[str, Family] = {
-    "gemma": Family("emma", "Gemma", r"\b(?:code)?gemma-(?:1\.1-)?[27]b"),
-    "gemma2": Family("emma", "Gemma2", r"gemma[-_]?2\b"),
-    "gemma3": Family("emma", "Gemma3", r"gemma[-_]?3\b", ("gemma3_text",)),
-    "glm4v": Family("lm4v", "Glm4v"),
-    "jamba": Family("amba", "Jamba", r"\bJamba-(?:v0\.1|1\.5)"),
+    "gemma": Family("Gemma", r"\b(?:code)?gemma-(?:1\.1-)?[27]b", "gemma-"),
+    "gemma2": Family("Gemma2", r"gemma[-_]?2\b", "gemma"),
+    "gemma3": Family("Gemma3", r"gemma[-_]?3\b", "gemma", ("gemma3_text",)),
+    "glm4v": Family("Glm4v"),
+    "jamba": Family("Jamba", r"\bJamba-(?:v0\.1|1\.5)", "jamba-"),
     "llama": Family(
-        "lama", "Llama", r"\b(?:Meta-)?Llama-(?:2|3(?:\.[0-9])?)-[0-9.]+b(?!-vision)|\bCodeLlama-[0-9]"
+        "Llama", r"\b(?:Meta-)?Llama-(?:2|3(?:\.[0-9])?)-[0-9.]+b(?!-vision)|\bCodeLlama-[0-9]", "llama-"
     ),
-    "llama4": Family("lama", "Llama4", r"\bLlama-4-"),
-    "mistral": Family("istral", "Mistral", r"\bMistral-(?:7b|Nemo-|Large-|Small-24b)|\bMinistral-8b"),
-    "mixtral": Family("ixtral", "Mixtral", r"\bMixtral-8x"),
-    "phi3": Family("hi", "Phi3", r"\bPhi-3(?:\.5)?-(?:mini|medium)\b"),
-    "qwen2": Family("wen", "Qwen2", r"\bQwen(?:1\.5|2|2\.5)-(?:Coder-|Math-)?[0-9.]+b(?!-a[0-9])"),
-    "qwen2_5_omni": Family("wen", "Qwen2_5Omni(?:Thinker)?", r"\bQwen2\.5-Omni-"),
-    "qwen2_5_vl": Family("wen", "Qwen2_5_VL", r"\bQwen2\.5-VL-"),
-    "qwen2_moe": Family("wen", "Qwen2Moe", r"\bQwen1\.5-MoE-|\bQwen2-57b-a14b"),
-    "qwen2_vl": Family("wen", "Qwen2VL", r"\bQwen2-VL-"),
-    "qwen3": Family("wen", "Qwen3", r"\bQwen3-[0-9.]+b(?!-a[0-9])"),
-    "qwen3_moe": Family("wen", "Qwen3Moe", r"\bQwen3-[0-9.]+b-a[0-9]"),
-    "starcoder2": Family("tarcoder2", "Starcoder2", r"\bstarcoder2-[0-9]"),
+    "llama4": Family("Llama4", r"\bLlama-4-", "llama-4-"),
+    "mistral": Family("Mistral", r"\bMistral-(?:7b|Nemo-|Large-|Small-24b)|\bMinistral-8b", "istral-"),
+    "mixtral": Family("Mixtral", r"\bMixtral-8x", "mixtral-8x"),
+    "phi3": Family("Phi3", r"\bPhi-3(?:\.5)?-(?:mini|medium)\b", "phi-3"),
+    "qwen2": Family("Qwen2", r"\bQwen(?:1\.5|2|2\.5)-(?:Coder-|Math-)?[0-9.]+b(?!-a[0-9])", "qwen"),
+    "qwen2_5_omni": Family("Qwen2_5Omni", r"\bQwen2\.5-Omni-", "qwen2.5-omni-"),
+    "qwen2_5_vl": Family("Qwen2_5_VL", r"\bQwen2\.5-VL-", "qwen2.5-vl-"),
+    "qwen2_moe": Family("Qwen2Moe", r"\bQwen1\.5-MoE-|\bQwen2-57b-a14b", "qwen"),
+    "qwen2_vl": Family("Qwen2VL", r"\bQwen2-VL-", "qwen2-vl-"),
+    "qwen3": Family("Qwen3", r"\bQwen3-[0-9.]+b(?!-a[0-9])", "qwen3-"),
+    "qwen3_moe": Family("Qwen3Moe", r"\bQwen3-[0-9.]+b-a[0-9]", "qwen3-"),
+    "starcoder2": Family("Starcoder2", r"\bstarcoder2-[0-9]", "starcoder2-"),
 }
 # what follows a family's prefix in the names of its classes
 _CLASSES = (
-    r"(?:ForCausalLM|ForConditionalGeneration|ForSequenceClassification|ForTokenClassification"
-    r"|ForQuestionAnswering|Model|TextModel|PreTrainedModel|Config|Attention|FlashAttention2|DecoderLayer)"
+    r"(?:ForCausalLM|ForConditionalGeneration|ThinkerForConditionalGeneration|ForSequenceClassification"
+    r"|ForTokenClassification|ForQuestionAnswering|Model|TextModel|PreTrainedModel|Config|Attention"
+    r"|FlashAttention2|DecoderLayer)"
 )
 _MODEL_TYPE = r"""model_type\\?["']?\s*[:=]\s*\\?["']?"""
 
 
-def family_pattern(name: str) -> bytes:
-    """The scan's regex for one family: a class, a config's ``model_type``, or a checkpoint's name."""
+def family_signals(name: str) -> Iterator[tuple[str, bytes, bool]]:
+    """The scan's tests for one family, each (a literal every match holds, the regex, whether the
+    literal is lower-case and sought in the lower-cased text): a class, a config's ``model_type``,
+    a checkpoint's name."""
     family = MODEL_FAMILIES[name]
+    yield family.classes, rf"\b{family.classes}{_CLASSES}\b".encode(), False
     types = "|".join(re.escape(model_type) for model_type in (name, *family.model_types))
-    ways = [rf"\b{family.classes}{_CLASSES}\b", rf"{_MODEL_TYPE}(?:{types})(?![\w-])"]
+    yield "model_type", rf"{_MODEL_TYPE}(?:{types})(?![\w-])".encode(), False
     if family.checkpoints:
-        ways.append(rf"(?i:{family.checkpoints})")
-    return "|".join(ways).encode()
+        yield family.named, rf"(?i:{family.checkpoints})".encode(), True
 
 
 def model_phrase(families: tuple[str, ...]) -> str:

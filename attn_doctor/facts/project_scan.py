@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from attn_doctor.facts.config_shape import CONFIG_KEYS, readable_text
-from attn_doctor.facts.model_families import MODEL_FAMILIES, family_pattern
+from attn_doctor.facts.model_families import MODEL_FAMILIES, family_signals
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_FILES = 20_000
@@ -55,6 +55,7 @@ class Signal:
     features: tuple[str, ...]
     literal: bytes  # every match contains it: the cheap test before the regex
     pattern: bytes  # compiled on first use: an unchanged project (all cached) compiles none
+    folded: bool = False  # the literal is lower-case, sought in the lower-cased text (a Hub name)
 
     def search(self, data: bytes) -> re.Match[bytes] | None:
         compiled = _COMPILED.get(self.pattern)
@@ -139,10 +140,14 @@ SIGNALS: tuple[Signal, ...] = (
     _signal("backward", "backward", rb"\.backward\s*\("),
     _signal("backward", "Trainer", rb"\b\w*Trainer\s*\("),
     # the model families the code runs: a "feature" of the scan named after the family
-    *(_signal(name, family.literal, family_pattern(name)) for name, family in MODEL_FAMILIES.items()),
+    *(
+        Signal((name,), literal.encode(), pattern, folded)
+        for name in MODEL_FAMILIES
+        for literal, pattern, folded in family_signals(name)
+    ),
 )
 # cached hits hold for these signals read through this config test only
-_SIGNED = repr(([(s.features, s.pattern) for s in SIGNALS], sorted(CONFIG_KEYS)))
+_SIGNED = repr(([(s.features, s.pattern, s.folded) for s in SIGNALS], sorted(CONFIG_KEYS)))
 _SIGNATURE = f"{zlib.crc32(_SIGNED.encode()):08x}"
 
 
@@ -325,17 +330,22 @@ def _scan_file(entry: os.DirEntry[str], relative: str) -> list[tuple[str, int]]:
     if data is None:
         return []
     hits: list[tuple[str, int]] = []
-    present: dict[bytes, bool] = {}
+    present: dict[tuple[bytes, bool], bool] = {}
+    lowered: bytes | None = None
     for signal in SIGNALS:
-        if signal.literal not in present:
-            present[signal.literal] = signal.literal in data
-        if not present[signal.literal]:
+        key = (signal.literal, signal.folded)
+        if key not in present and signal.folded:
+            lowered = data.lower() if lowered is None else lowered
+            present[key] = signal.literal in lowered
+        elif key not in present:
+            present[key] = signal.literal in data
+        if not present[key]:
             continue
         match = signal.search(data)
         if match is not None:
             line = data.count(b"\n", 0, match.start()) + 1
             hits.extend((feature, line) for feature in signal.features)
-    return hits
+    return list(dict.fromkeys(hits))  # a family's class and checkpoint on one line: one hit
 
 
 class _Cache:

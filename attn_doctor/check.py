@@ -71,7 +71,7 @@ def run_check(
             problems.append(f"{config.path} [tool.attn-doctor.ignore]: no rule {rule_id!r}")
     findings = [match(rule, env, ignored=config.ignore.get(rule.id)) for rule in ruleset.stack_rules]
     observed = deciding_observations(observations or [])
-    findings = [with_probe(f, observed[f.rule.id]) if f.rule.id in observed else f for f in findings]
+    findings = [with_probe(f, observed[f.rule.id], env) if f.rule.id in observed else f for f in findings]
     order = {Verdict.AFFECTED: 0, Verdict.UNKNOWN: 1, Verdict.NOT_AFFECTED: 2}
     findings.sort(key=lambda f: (order[f.verdict], SEVERITIES.index(f.rule.severity), f.rule.id))
     return CheckResult(

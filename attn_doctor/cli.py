@@ -476,7 +476,10 @@ def probe(
 @_one_line_errors
 def merge(
     files: Annotated[list[Path], typer.Argument(help="Per-node `attn-doctor probe --json` files.")],
+    feature: FeatureOption = None,
     config: ConfigOption = None,
+    project_path: ProjectOption = None,
+    no_scan: NoScanOption = False,
     rules: RulesOption = [],  # noqa: B006
     output_format: Annotated[str, typer.Option("--format", "-f", help="rich or json.")] = "rich",
     fail_on: Annotated[
@@ -484,16 +487,20 @@ def merge(
     ] = None,
     fail_on_unknown: Annotated[bool, typer.Option("--fail-on-unknown")] = False,
 ) -> None:
-    """One cluster report from per-node probe files: findings per node and drift between nodes."""
+    """One cluster report from per-node probe files: findings per node and drift between nodes.
+    What the code uses comes from this project, as for `check --env-file` on each node."""
     from attn_doctor.cluster.session import merge_files
     from attn_doctor.config import FAIL_ON_LEVELS, project_config
     from attn_doctor.engine.loader import database_path, load_rules
+    from attn_doctor.facts.assemble import EnvironmentInputs, ProjectFeatures
 
     _cluster_formats(output_format)
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
-    project = project_config(config, None)
+    project = project_config(config, project_path)
+    inputs = EnvironmentInputs(features=feature, project=project_path, scan=not no_scan)
+    code = ProjectFeatures(inputs, project)
     ruleset = load_rules([database_path(), *rules], trust_database=True)
-    cluster = merge_files(files, ruleset, project, fail_on, fail_on_unknown)
+    cluster = merge_files(files, code, ruleset, project, fail_on, fail_on_unknown)
     _print_cluster(cluster, output_format)
     raise typer.Exit(cluster.exit_code)
 

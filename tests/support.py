@@ -18,6 +18,8 @@ from attn_doctor._compat import tomllib
 from attn_doctor.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
+# a project whose code generates with Gemma-2 on FlashAttention-2 (the seed stack's code)
+GEMMA2_PROJECT = REPO / "tests" / "fixtures" / "projects" / "gemma2-generate"
 
 
 def case_log(case: str, folder: Path) -> Path:

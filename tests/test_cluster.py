@@ -20,6 +20,12 @@ from tests.conftest import Site
 from tests.support import REPO, cli
 
 UNDEFINED_SYMBOL = "flash-attn-2-5-7-wheel-torch-2-3-undefined-symbol"
+SOURCE_BUILD = "fa3-hopper-pipelineparams-build"  # needs source_build: a flash-attention checkout
+# the GPU each node's NVML reported: what `probe --json` writes on a GPU node
+GPUS = {
+    "H100": {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "driver": "550.54.15"},
+    "A100": {"name": "NVIDIA A100-SXM4-80GB", "compute_capability": "8.0", "driver": "535.104.05"},
+}
 
 
 def free_port() -> int:
@@ -37,7 +43,7 @@ def fake_site(root: Path, torch: str, flash_attn: str) -> Path:
 
 
 def start_rank(
-    rank: int, world: int, port: int, args: list[str], extra_env: dict[str, str]
+    rank: int, world: int, port: int, args: list[str], extra_env: dict[str, str], cwd: Path | None = None
 ) -> subprocess.Popen[str]:
     env = {
         **os.environ,
@@ -51,7 +57,9 @@ def start_rank(
         **extra_env,
     }
     command = [sys.executable, "-m", "attn_doctor", "check", "--distributed", *args]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd
+    )
 
 
 @pytest.fixture
@@ -185,3 +193,60 @@ def test_merge_bad_file_is_one_line(tmp_path: Path) -> None:
     result = cli("merge", bad)
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1 and "schema_version 99" in result.stderr
+
+
+def a_project(root: Path) -> Path:
+    """A training project that builds nothing from source (no flash-attention checkout)."""
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "train.py").write_text('model = load(attn_implementation="flash_attention_3")\n')
+    return root
+
+
+def node_file(tmp_path: Path, name: str, gpu: str, torch: str, flash_attn: str) -> Path:
+    """`probe --json` of a node: its packages probed for real, its GPU as that node's NVML gave it."""
+    probe = cli("probe", "--json", "--path", fake_site(tmp_path / name, torch, flash_attn))
+    data = json.loads(probe.stdout)
+    data["gpus"], data["gpu_source"] = [{**GPUS[gpu], "gfx": None, "capabilities": []}], "nvml"
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_merge_keeps_each_nodes_own_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: merge said the source-build rule was unknown on every node, while each node's own
+    check, in the same project, says source_build is not in use."""
+    monkeypatch.chdir(a_project(tmp_path / "project"))
+    nodes = [
+        node_file(tmp_path, "node3", "H100", "2.4.0+cu121", "2.6.3"),
+        node_file(tmp_path, "node7", "A100", "2.3.0+cu121", "2.5.7"),
+    ]
+    own = {}
+    for node in nodes:
+        report = json.loads(cli("check", "--env-file", node, "--format", "json").stdout)
+        own[str(node)] = {f["id"]: f["verdict"] for f in report["findings"]}
+        [source_build] = [f for f in report["findings"] if f["id"] == SOURCE_BUILD]
+        assert source_build["verdict"] == "not-affected"
+        assert "source_build not in use" in source_build["reasons"][0]["text"]
+    merged = json.loads(cli("merge", *nodes, "--format", "json").stdout)
+    for node, verdicts in own.items():
+        affected = {f["id"] for f in merged["findings"] if node in f["affected"]}
+        unknown = {f["id"] for f in merged["findings"] if node in f["unknown"]}
+        assert affected == {rule for rule, verdict in verdicts.items() if verdict == "affected"}
+        assert unknown == {rule for rule, verdict in verdicts.items() if verdict == "unknown"}
+    assert SOURCE_BUILD not in {f["id"] for f in merged["findings"]}
+    unscanned = json.loads(cli("merge", *nodes, "--no-scan", "--format", "json").stdout)
+    [unknown] = [f for f in unscanned["findings"] if f["id"] == SOURCE_BUILD]
+    assert unknown["unknown"] == [str(node) for node in nodes]  # no scan: whether it builds is unknown
+
+
+def test_distributed_ranks_keep_their_source_build_verdict(tmp_path: Path) -> None:
+    """Each rank's check scans the project it runs in; rank 0 merges what the ranks sent."""
+    root = a_project(tmp_path / "project")
+    port, site = free_port(), fake_site(tmp_path / "site", "2.4.0+cu121", "2.6.3")
+    args = ["--gpu", "H100", "--distributed-timeout", "30", "--format", "json", "--path", str(site)]
+    ranks = [start_rank(rank, 2, port, args, {}, cwd=root) for rank in (0, 1)]
+    outputs = [rank.communicate(timeout=120) for rank in ranks]
+    assert [rank.returncode for rank in ranks] == [0, 0], outputs
+    report = json.loads(outputs[0][0])
+    assert SOURCE_BUILD not in {finding["id"] for finding in report["findings"]}
+    assert [member["environment"]["features"]["searched"] for member in report["members"]] == [True, True]

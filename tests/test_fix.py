@@ -10,15 +10,12 @@ import jsonschema
 import pytest
 from packaging.requirements import Requirement
 from referencing import Registry, Resource
-from support import cli, lines_wider_than, write_rule
+from support import GEMMA2_PROJECT, cli, lines_wider_than, write_rule
 
 SEED = ("transformers==4.44.0", "flash-attn==2.3.6")
-# what a Gemma-2 training and generation project on FA2 uses
-SEED_FEATURES = tuple(
-    arg
-    for feature in ("flash_attention_2", "generate", "sliding_window", "softcap", "alibi", "torch_compile")
-    for arg in ("--feature", feature)
-)
+# what a Gemma-2 training and generation project on FA2 uses, and the project (its code runs Gemma-2)
+USED = ("flash_attention_2", "generate", "sliding_window", "softcap", "alibi", "torch_compile")
+SEED_FEATURES = (*(a for feature in USED for a in ("--feature", feature)), "--project", str(GEMMA2_PROJECT))
 SEED_ERRORS = {
     "gemma2-fa2-cu-seqlens",
     "gemma2-fa2-generate-4d-mask",

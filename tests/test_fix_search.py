@@ -19,11 +19,11 @@ import pytest
 from attn_doctor.fixer import search as search_module
 from attn_doctor.fixer.candidates import Candidate
 from attn_doctor.fixer.search import Outcome, search
-from tests.support import REPO, cli, under_a_terminal
+from tests.support import GEMMA2_PROJECT, REPO, cli, under_a_terminal
 
 # The slowest README-like stack found (benchmarks/fix_search.py): a requirements file with
-# flash-linear-attention, a T4 and the Gemma-2 seed's features. The exhaustive search matched
-# 8,639 combinations here (about 20 s on a 2-core machine).
+# flash-linear-attention, a T4 and the Gemma-2 seed's features, in a project whose code runs
+# Gemma-2. The exhaustive search matched 8,639 combinations here (about 20 s on a 2-core machine).
 SLOW_PINS = "torch==2.5.1\ntransformers==4.44.0\nflash-attn==2.6.3\nflash-linear-attention==0.1.2\n"
 SEED_FEATURES = ("flash_attention_2", "generate", "sliding_window", "softcap", "alibi", "torch_compile")
 
@@ -33,7 +33,7 @@ def slow_stack(tmp_path: Path) -> list[str]:
     pins = tmp_path / "requirements.txt"
     pins.write_text(SLOW_PINS)
     features = [arg for feature in SEED_FEATURES for arg in ("--feature", feature)]
-    return ["--no-scan", "-r", str(pins), "--gpu", "T4", *features]
+    return ["--project", str(GEMMA2_PROJECT), "-r", str(pins), "--gpu", "T4", *features]
 
 
 # --- the search itself, on made-up rules: the same answer as trying every combination ---------

@@ -106,6 +106,28 @@ def test_collection_is_bounded() -> None:
     assert versions(facts) == {"torch": None}
 
 
+SITE = "/venv/lib/python3.11/site-packages/transformers/models"
+
+
+@pytest.mark.parametrize(
+    ("frame", "family"),
+    [
+        (f'  File "{SITE}/gemma2/modeling_gemma2.py", line 390, in forward', "gemma2"),
+        (
+            r'  File "C:\\venv\\Lib\\site-packages\\transformers\\models\\llama\\modeling_llama.py", line 9',
+            "llama",
+        ),
+        (f'  File "{SITE}/mllama/modeling_mllama.py", line 9, in forward', None),  # not in the vocabulary
+        (f'  File "{SITE}/gemma2/configuration_gemma2.py", line 9, in __init__', None),  # not its model code
+    ],
+)
+def test_a_modeling_frame_shows_the_family_past_the_cap(frame: str, family: str | None) -> None:
+    """The traceback ends a long log: its frames count after the candidate lines' cap too."""
+    noise = b'  File "/x/torch/nn/modules/module.py", line 1, in f\n' * (MAX_CANDIDATE_LINES * 2)
+    facts = read(noise + frame.encode() + b"\n")
+    assert facts.features == ({} if family is None else {family: MAX_CANDIDATE_LINES * 2 + 1})
+
+
 def test_explain_diagnoses_the_stack_the_log_states(tmp_path: Path) -> None:
     """No --pin: torch 2.6.0 and flash-attn 2.6.3 come from the log, and the report says so."""
     result = CliRunner().invoke(

@@ -118,6 +118,62 @@ def test_no_signal(tmp_path: Path, name: str, text: str):
     assert features_of(tmp_path) == {}
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "family"),
+    [
+        ("train.py", 'm = AutoModel.from_pretrained("meta-llama/Llama-3.1-8B-Instruct")\n', "llama"),
+        ("train.py", 'm = AutoModelForCausalLM.from_pretrained("meta-llama/Meta-Llama-3-8B")\n', "llama"),
+        ("train.py", 'name = "meta-llama/llama-2-7b-hf"\n', "llama"),
+        ("train.py", "from transformers import LlamaForCausalLM\n", "llama"),
+        ("train.py", 'm = LlamaForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B")\n', "llama"),  # once
+        ("train.py", 'name = "meta-llama/Llama-4-Scout-17B-16E-Instruct"\n', "llama4"),
+        ("train.py", 'name = "google/gemma-2-9b-it"\n', "gemma2"),
+        ("train.py", "model = Gemma2ForCausalLM(config)\n", "gemma2"),
+        ("train.py", 'name = "google/gemma-2b"\n', "gemma"),
+        ("train.py", 'name = "google/gemma-3-4b-it"\n', "gemma3"),
+        ("config.json", '{"model_type": "gemma3_text", "head_dim": 256}\n', "gemma3"),
+        ("config.json", '{"architectures": ["MistralForCausalLM"]}\n', "mistral"),
+        ("axolotl.yml", "base_model: mistralai/Mistral-7B-v0.1\n", "mistral"),
+        ("axolotl.yml", "base_model: mistralai/Mixtral-8x7B-v0.1\n", "mixtral"),
+        ("sft.yaml", "model_name_or_path: Qwen/Qwen2.5-7B-Instruct\n", "qwen2"),
+        ("sft.yaml", "model_name_or_path: Qwen/Qwen2-57B-A14B\n", "qwen2_moe"),
+        ("train.py", "from transformers import Qwen2VLForConditionalGeneration\n", "qwen2_vl"),
+        ("train.py", 'name = "Qwen/Qwen2.5-VL-7B-Instruct"\n', "qwen2_5_vl"),
+        ("train.py", "model = Qwen2_5OmniThinkerForConditionalGeneration(config)\n", "qwen2_5_omni"),
+        ("train.py", 'name = "Qwen/Qwen3-8B"\n', "qwen3"),
+        ("train.py", 'name = "Qwen/Qwen3-30B-A3B"\n', "qwen3_moe"),
+        ("train.py", 'name = "microsoft/Phi-3.5-mini-instruct"\n', "phi3"),
+        ("train.py", 'name = "bigcode/starcoder2-15b"\n', "starcoder2"),
+        ("train.py", 'name = "ai21labs/AI21-Jamba-1.5-Mini"\n', "jamba"),
+        ("config.json", '{"model_type": "glm4v"}\n', "glm4v"),
+    ],
+)
+def test_model_family(tmp_path: Path, name: str, text: str, family: str):
+    write(tmp_path, name, text)
+    assert features_of(tmp_path).get(family) == [f"{name}:1"]
+
+
+@pytest.mark.parametrize(
+    ("text", "not_family"),
+    [
+        ('name = "google/gemma-2b"\n', "gemma2"),  # Gemma 1 at 2B, not Gemma 2
+        ('name = "google/paligemma-3b-pt-224"\n', "gemma3"),
+        ('name = "meta-llama/Llama-3.2-11B-Vision-Instruct"\n', "llama"),  # Mllama
+        ('name = "meta-llama/Llama-4-Scout-17B-16E"\n', "llama"),
+        ("tokenizer = LlamaTokenizerFast.from_pretrained(p)\n", "llama"),  # Mistral's tokenizer too
+        ('name = "Qwen/Qwen2-57B-A14B"\n', "qwen2"),  # Qwen2-MoE
+        ('name = "Qwen/Qwen2.5-VL-7B-Instruct"\n', "qwen2"),
+        ("model = Qwen2VLForConditionalGeneration(config)\n", "qwen2"),
+        ('name = "Qwen/Qwen3-30B-A3B"\n', "qwen3"),
+        ('cfg = {"model_type": "qwen2_moe"}\n', "qwen2"),
+        ("model = Gemma2ForCausalLM(config)\n", "gemma"),
+    ],
+)
+def test_not_this_model_family(tmp_path: Path, text: str, not_family: str):
+    write(tmp_path, "train.py", text)
+    assert not_family not in features_of(tmp_path)
+
+
 def test_evidence_is_file_and_line(tmp_path: Path):
     write(tmp_path, "src/pkg/train.py", "import torch\n\n\nmodel = torch.compile(model)\n")
     assert features_of(tmp_path) == {"torch_compile": ["src/pkg/train.py:4"]}

@@ -89,7 +89,9 @@ def _facts_key(env: Environment) -> str:
     data["open_package_list"] = env.origins.get("packages") in OPEN_PACKAGE_LISTS
     data["features"] = [
         env.features.declared is not None,
+        env.features.searched,
         sorted((f.name, f.in_use, f.evidence) for f in env.features.facts.values()),
+        sorted((f.name, f.evidence) for f in env.features.models().values()),
     ]
     del data["sources"], data["target"]
     return json.dumps(data, sort_keys=True)

@@ -9,6 +9,7 @@ from attn_doctor.cluster.member import Member, this_rank
 from attn_doctor.cluster.merge import ClusterResult, merge
 from attn_doctor.config import Config
 from attn_doctor.engine.loader import RuleSet
+from attn_doctor.facts.assemble import ProjectFeatures
 from attn_doctor.facts.model import Environment
 
 
@@ -31,10 +32,21 @@ def distributed_check(
 
 
 def merge_files(
-    paths: list[Path], ruleset: RuleSet, config: Config, fail_on: str | None, fail_on_unknown: bool
+    paths: list[Path],
+    project: ProjectFeatures,
+    ruleset: RuleSet,
+    config: Config,
+    fail_on: str | None,
+    fail_on_unknown: bool,
 ) -> ClusterResult:
-    """Per-node `probe --json` files, for clusters where torchrun is not how jobs start."""
+    """Per-node `probe --json` files, for clusters where torchrun is not how jobs start. A probe
+    file holds the node's machine; what the code uses comes from the project, as for
+    `check --env-file` on each node (the project scanned once)."""
     from attn_doctor.facts.whatif import load_environment_file
 
-    members = [Member(str(path), load_environment_file(path)) for path in paths]
+    members = []
+    for path in paths:
+        env = load_environment_file(path)
+        env.features = project.over(env.features)
+        members.append(Member(str(path), env))
     return merge(members, ruleset, config, fail_on, fail_on_unknown)

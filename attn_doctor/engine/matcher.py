@@ -12,14 +12,16 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from attn_doctor.engine.schema import Rule
+from attn_doctor.engine.schema import Affects, Rule
 from attn_doctor.facts.features import EVIDENT_FEATURES
 from attn_doctor.facts.missing_names import MissingName
 from attn_doctor.facts.model import OPEN_PACKAGE_LIST, OPEN_PACKAGE_LISTS, Environment, Package
+from attn_doctor.facts.model_families import model_phrase
 from attn_doctor.probes.observation import Observation, ProbeVerdict
 from attn_doctor.words import counted
 
 RELEASE = "release"  # the condition of every reason the release-facts snapshot decides
+USE_CONDITIONS = ("features", "models")  # what the user's code does, not what is installed
 
 
 class Verdict(str, enum.Enum):
@@ -78,22 +80,28 @@ def match(
     return Finding(rule=rule, verdict=_verdict_of(reasons), reasons=reasons, ignored=ignored)
 
 
-def with_probe(finding: Finding, observation: Observation) -> Finding:
+def with_probe(finding: Finding, observation: Observation, env: Environment) -> Finding:
     """A probe that saw the code path decide overrides the versions; a skipped or failed one does not.
 
     A probe shows what the installed library does, not what the user's code calls: a bug it saw
-    still needs the rule's features in use (unknown use stays unknown, as for the versions)."""
-    verdict = finding.verdict
+    still needs the rule's features in use and one of its model families (unknown use stays
+    unknown, as for the versions). Where the versions decided before these were asked, they are
+    asked now."""
+    verdict, reasons = finding.verdict, finding.reasons
     if observation.verdict is ProbeVerdict.NOT_AFFECTED:
         verdict = Verdict.NOT_AFFECTED
     elif observation.verdict is ProbeVerdict.AFFECTED:
-        uses = [reason.holds for reason in finding.reasons if reason.condition == "features"]
-        verdict = (
-            {False: Verdict.NOT_AFFECTED, None: Verdict.UNKNOWN}.get(uses[0], Verdict.AFFECTED)
-            if uses
-            else Verdict.AFFECTED
-        )
-    return replace(finding, verdict=verdict, probe=observation)
+        uses = tuple(reason for reason in reasons if reason.condition in USE_CONDITIONS)
+        if not uses:
+            uses = tuple(_uses(finding.rule.affects, env))
+            reasons = (*reasons, *uses)
+        verdict = _verdict_of(uses)
+    return replace(finding, verdict=verdict, reasons=reasons, probe=observation)
+
+
+def needs_model(finding: Finding) -> bool:
+    """Whether ``finding`` is left unknown by a model family that the code is not known to run."""
+    return any(reason.condition == "models" and reason.holds is None for reason in finding.reasons)
 
 
 def _verdict_of(reasons: tuple[Reason, ...]) -> Verdict:
@@ -117,8 +125,8 @@ def _conditions(rule: Rule, env: Environment, observed: tuple[MissingName, ...])
     if affects.torch_build:
         reasons.append(_torch_build(affects.torch_build, env))
     # what costs a project scan or a snapshot read is asked only when it can still matter
-    if affects.features and not any(reason.holds is False for reason in reasons):
-        reasons.append(_features(affects.features, env))
+    if not any(reason.holds is False for reason in reasons):
+        reasons += _uses(affects, env)
     decided = any(reason.holds is False for reason in reasons)
     if affects.release_packages and not decided:
         subject = affects.release_packages[0]
@@ -352,6 +360,35 @@ def _features(features: tuple[str, ...], env: Environment) -> Reason:
         )
     evidence = tuple(place for feature in features for place in env.features.evidence(feature))
     return Reason("features", True, "; ".join(text for _, text in states.values()), evidence=evidence)
+
+
+def _uses(affects: Affects, env: Environment) -> list[Reason]:
+    """What the user's code must do for the bug to bite: its features, then its model family
+    (not asked once the features rule it out)."""
+    reasons = [_features(affects.features, env)] if affects.features else []
+    if affects.models and not any(reason.holds is False for reason in reasons):
+        reasons.append(_models(affects.models, env))
+    return reasons
+
+
+def _models(families: tuple[str, ...], env: Environment) -> Reason:
+    """Holds when the code runs one of ``families``; does not when it runs only others; unknown when
+    no model family is known (as for a feature: "applies if you use a gemma2 model")."""
+    found = env.features.models()
+    needed = model_phrase(families)
+    if hits := [found[family] for family in families if family in found]:
+        evidence = tuple(place for fact in hits for place in fact.evidence)
+        text = "; ".join(f"{fact.name} model in use: {fact.source}{_places(fact.evidence)}" for fact in hits)
+        return Reason("models", True, text, evidence=evidence)
+    if found:
+        runs = ", ".join(f"{fact.name}{_places(fact.evidence)}" for fact in found.values())
+        return Reason("models", False, f"not {needed}: the code runs {runs}")
+    text = f"applies if you use {needed} (which model the code runs is not known)"
+    return Reason("models", None, text, unknown_features=(needed,))
+
+
+def _places(evidence: tuple[str, ...]) -> str:
+    return f" ({', '.join(evidence[:2])})" if evidence else ""
 
 
 def pending_features(finding: Finding) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.facts.features import FEATURES
+from attn_doctor.facts.model_families import MODEL_FAMILIES
 from attn_doctor.facts.names import rule_name
 from attn_doctor.planner.interface import PLANNED
 
@@ -76,6 +77,7 @@ _AFFECTS_KEYS = {
     "packages",
     "platform",
     "features",
+    "models",
     "gfx",
     "torch_build",
     *VERSION_CONDITIONS,
@@ -92,6 +94,7 @@ class Affects:
     versions: dict[str, SpecifierSet] = field(default_factory=dict)  # VERSION_CONDITIONS
     platform: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()  # MODEL_FAMILIES: the code runs one of them (the bug is in their code)
     gfx: tuple[str, ...] = ()  # AMD GPU targets (gfx1100), or "any": a target GPU's must be one of them
     torch_build: tuple[str, ...] = ()  # TORCH_BUILDS: torch's build is one of them
     # from the release-facts snapshot (docs/release-facts.md):
@@ -377,6 +380,7 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
                 versions[key] = parsed
     platform = _members(value.get("platform", []), "affects.platform", PLATFORMS, problems)
     features = _members(value.get("features", []), "affects.features", FEATURES, problems)
+    models = _members(value.get("models", []), "affects.models", tuple(MODEL_FAMILIES), problems)
     gfx = _gfx_targets(value.get("gfx", []), problems)
     torch_build = _members(value.get("torch_build", []), "affects.torch_build", TORCH_BUILDS, problems)
     return Affects(
@@ -384,6 +388,7 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
         versions=versions,
         platform=platform,
         features=features,
+        models=models,
         gfx=gfx,
         torch_build=torch_build,
         requirement_unmet=_requirement_unmet(value.get("requirement_unmet"), problems),

@@ -28,7 +28,8 @@ Precedence, first to last (a later step overrides an earlier one):
    packages (this machine, an env file) are what is installed: nothing is implied there, and a
    mismatch with what a release requires is a finding instead.
 6. **Features**: declared (``--feature``, else pyproject, else the env file) close the list;
-   evidence from the project scan and from ``--source`` adds features in use, with file:line.
+   evidence from the project scan and from ``--source`` adds features in use, with file:line,
+   and the model families the code runs.
 
 Every fact says where it came from: packages their ``origin``, features their source and
 evidence, the rest ``Environment.origins``.
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING
 from attn_doctor.config import Config
 from attn_doctor.errors import InputError
 from attn_doctor.facts import gpus, system
-from attn_doctor.facts.features import FEATURES, FeatureFact, FeatureSet
+from attn_doctor.facts.features import FEATURES, MODELS, FeatureFact, FeatureSet
 from attn_doctor.facts.model import (
     ABSENT,
     OPEN_IMAGE_PACKAGE_LIST,
@@ -63,6 +64,7 @@ from attn_doctor.words import counted
 
 if TYPE_CHECKING:  # log_facts reads logs with explain's reader, which imports this module
     from attn_doctor.facts.log_facts import LogFacts
+    from attn_doctor.facts.project_scan import ProjectScan
     from attn_doctor.facts.sources.common import Declared
 
 
@@ -176,7 +178,7 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
         source = "--gpu" if inputs.gpus else f"{config.path} [tool.attn-doctor] gpus"
         env.gpus = [gpus.target_gpu(spec, source) for spec in targets]
         env.gpu_source = "target"
-    env.features = _features(inputs, config, env.features)
+    env.features = ProjectFeatures(inputs, config).over(env.features)
     return env, problems
 
 
@@ -350,19 +352,33 @@ def _over(env: Environment, packages: dict[str, Package]) -> Environment:
     return replace(env, packages={**env.packages, **packages}, torch_build=build, origins=origins)
 
 
-def _features(inputs: EnvironmentInputs, config: Config, base: FeatureSet) -> FeatureSet:
-    if inputs.features is not None:
-        features = FeatureSet.declare(inputs.features, "--feature")
-    elif config.features is not None:
-        features = FeatureSet.declare(config.features, f"{config.path} [tool.attn-doctor] features")
-    else:
-        features = base
-    for checkout in inputs.sources:
-        features.add(FeatureFact("source_build", True, "--source", (str(checkout),)))
-    for name, line in (inputs.log.features if inputs.log is not None else {}).items():
-        features.add(FeatureFact(name, True, "from the log", (f"line {line}",)))  # a call it shows
-    _add_project_scan(inputs, config, features)
-    return features
+class ProjectFeatures:
+    """What the options and the project say about the code (step 6): laid over one environment's
+    own features by `check`, and by `merge` over each node's, the project scanned once for all."""
+
+    def __init__(self, inputs: EnvironmentInputs, config: Config) -> None:
+        self.inputs, self.config = inputs, config
+        self.scan = _project_scan(inputs, config)
+
+    def over(self, base: FeatureSet) -> FeatureSet:
+        """``base`` (an env file's features) with the declared list, ``--source``, the log's calls
+        and the project scan; a declared list replaces ``base``."""
+        inputs, config = self.inputs, self.config
+        if inputs.features is not None:
+            features = FeatureSet.declare(inputs.features, "--feature")
+        elif config.features is not None:
+            features = FeatureSet.declare(config.features, f"{config.path} [tool.attn-doctor] features")
+        else:
+            features = base
+        for checkout in inputs.sources:
+            features.add(FeatureFact("source_build", True, "--source", (str(checkout),)))
+        for name, line in (inputs.log.features if inputs.log is not None else {}).items():
+            features.add(FeatureFact(name, True, "from the log", (f"line {line}",)))  # a call it shows
+        if self.scan is not None:
+            _add_project_scan(self.scan, features)
+            # the project's tree says whether it builds from source, unless the log comes from elsewhere
+            features.searched = features.searched or not _log_is_target(inputs)
+        return features
 
 
 def _log_is_target(inputs: EnvironmentInputs) -> bool:
@@ -372,29 +388,34 @@ def _log_is_target(inputs: EnvironmentInputs) -> bool:
     )
 
 
-def _add_project_scan(inputs: EnvironmentInputs, config: Config, features: FeatureSet) -> None:
-    """The project scan, run when a feature's use is first asked: a machine where no rule needs a
-    feature (another condition already rules it out) reads no file. Whether a flash-attention
-    source tree is there needs only the walk, not the contents."""
+def _project_scan(inputs: EnvironmentInputs, config: Config) -> ProjectScan | None:
+    """The project's scan, not yet run (None: --no-scan or ``scan = false``)."""
     if not (inputs.scan and config.scan):
-        return
+        return None
     from attn_doctor.facts.cache import cache_folder
-    from attn_doctor.facts.project_scan import SOURCE_TREE_FEATURES, Hit, ProjectScan, project_root
+    from attn_doctor.facts.project_scan import ProjectScan, project_root
 
     root = inputs.project if inputs.project is not None else project_root(Path.cwd())
     if not root.is_dir():
         raise InputError(f"--project {root}", "not a folder")
     folder = cache_folder()
-    scan = ProjectScan(root, tuple(config.exclude), None if folder is None else folder / "scan")
-    source = f"project scan of {root}"
+    return ProjectScan(root, tuple(config.exclude), None if folder is None else folder / "scan")
+
+
+def _add_project_scan(scan: ProjectScan, features: FeatureSet) -> None:
+    """The project scan, run when a feature's use (or a model family) is first asked: a machine
+    where no rule needs one (another condition already rules it out) reads no file. Whether a
+    flash-attention source tree is there needs only the walk, not the contents."""
+    from attn_doctor.facts.project_scan import SOURCE_TREE_FEATURES, Hit
+
+    source = f"project scan of {scan.root}"
 
     def facts(hits: list[Hit]) -> list[FeatureFact]:
         return [FeatureFact(hit.feature, True, source, (hit.where,)) for hit in hits]
 
     features.add_later(lambda: facts(scan.source_trees()), SOURCE_TREE_FEATURES)
-    features.add_later(lambda: facts(scan.contents().hits), frozenset(FEATURES) - {"source_build"})
-    # the project's tree says whether it builds from source, unless the log comes from elsewhere
-    features.searched = not _log_is_target(inputs)
+    contents = frozenset(FEATURES) - {"source_build"} | {MODELS}
+    features.add_later(lambda: facts(scan.contents().hits), contents)
 
 
 def _site_packages(path: Path) -> tuple[Path, str]:

@@ -5,6 +5,9 @@ evidence), **not in use** (the user declared a list that leaves it out; or, for 
 whose evidence cannot hide, none was found), or **unknown**. A rule that needs an unknown feature
 is "unknown" ("applies if you use flex_attention"), never "affected": an undeclared feature is not
 assumed to be in use.
+
+The model families the code runs (facts/model_families.py) are kept here too: the same scan and
+the same log find them, and the same files carry them.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from attn_doctor.errors import InputError
+from attn_doctor.facts.model_families import MODEL_FAMILIES
 
 FEATURES: tuple[str, ...] = (
     "flash_attention_2",
@@ -39,11 +43,13 @@ FEATURES: tuple[str, ...] = (
 # Features whose evidence is a thing on disk that a scan cannot miss (a flash-attention source
 # tree, or --source): without it they are not in use, rather than unknown.
 EVIDENT_FEATURES = {"source_build": "no flash-attention source tree in the project and no --source"}
+# what a provider that finds model families speaks of (add_later), besides features
+MODELS = "model families"
 
 
 @dataclass(frozen=True)
 class FeatureFact:
-    name: str
+    name: str  # a feature, or a model family (MODEL_FAMILIES) the code runs
     in_use: bool
     source: str  # "--feature", "pyproject.toml [tool.attn-doctor] features", "project scan", ...
     evidence: tuple[str, ...] = ()  # file:line where the project shows it, at most a few
@@ -59,6 +65,7 @@ class FeatureSet:
 
     def __init__(self, facts: dict[str, FeatureFact] | None = None, declared: str | None = None) -> None:
         self._facts = dict(facts or {})
+        self._models: dict[str, FeatureFact] = {}  # the model families found in use
         self.declared = declared  # where the declared list came from, if there is one
         # a project scan looked for the EVIDENT_FEATURES' things on disk: without one (--no-scan,
         # or a log from another machine) their absence is not known
@@ -69,6 +76,11 @@ class FeatureSet:
     def facts(self) -> dict[str, FeatureFact]:
         self._gather(None)
         return self._facts
+
+    def models(self) -> dict[str, FeatureFact]:
+        """The model families the project or log shows in use (none found: which one is unknown)."""
+        self._gather(MODELS)
+        return self._models
 
     def add_later(
         self, provider: Callable[[], list[FeatureFact]], speaks_of: frozenset[str] | None = None
@@ -104,14 +116,16 @@ class FeatureSet:
         return sorted(name for name, fact in self.facts.items() if fact.in_use)
 
     def add(self, fact: FeatureFact) -> None:
-        """Evidence adds to a declared list: a feature the project shows is in use, declared or not."""
-        known = self._facts.get(fact.name)
+        """Evidence adds to a declared list: a feature the project shows is in use, declared or not.
+        A model family's fact goes with the model families."""
+        facts = self._models if fact.name in MODEL_FAMILIES else self._facts
+        known = facts.get(fact.name)
         if known is None:
-            self._facts[fact.name] = fact
+            facts[fact.name] = fact
         elif known.in_use == fact.in_use:
             evidence = (*known.evidence, *fact.evidence)
             source = known.source if fact.source == known.source else f"{known.source}; {fact.source}"
-            self._facts[fact.name] = FeatureFact(fact.name, fact.in_use, source, evidence)
+            facts[fact.name] = FeatureFact(fact.name, fact.in_use, source, evidence)
 
     @classmethod
     def declare(cls, names: list[str], source: str) -> FeatureSet:
@@ -122,10 +136,19 @@ class FeatureSet:
 
 
 def check_feature_name(name: object, source: str) -> None:
-    if isinstance(name, str) and name in FEATURES:
+    _check_name(name, FEATURES, "feature", source)
+
+
+def check_model_family(name: object, source: str) -> None:
+    _check_name(name, tuple(MODEL_FAMILIES), "model family", source)
+
+
+def _check_name(name: object, known: tuple[str, ...], what: str, source: str) -> None:
+    """A name of the vocabulary, or an InputError with the nearest one and the whole list."""
+    if isinstance(name, str) and name in known:
         return
     import difflib  # only for the error message
 
-    guess = difflib.get_close_matches(str(name), FEATURES, n=1, cutoff=0.5)
+    guess = difflib.get_close_matches(str(name), known, n=1, cutoff=0.5)
     hint = f"did you mean {guess[0]!r}? " if guess else ""
-    raise InputError(source, f"unknown feature {name!r}: {hint}known: {', '.join(FEATURES)}")
+    raise InputError(source, f"unknown {what} {name!r}: {hint}known: {', '.join(known)}")

@@ -25,6 +25,7 @@ from attn_doctor.facts import log_features, missing_names
 from attn_doctor.facts.gpus import CAPABILITIES, gpus_in_text
 from attn_doctor.facts.missing_names import MissingName
 from attn_doctor.facts.model import Gpu, Package
+from attn_doctor.facts.model_families import families_in
 from attn_doctor.facts.names import WATCHED, installed_name, rule_name
 
 MAX_CANDIDATE_LINES = 10_000
@@ -166,7 +167,8 @@ class LogFacts:
     origins: dict[str, str] = field(default_factory=dict)
     innermost_package: str | None = None  # the package of the last traceback frame read
     missing: list[MissingName] = field(default_factory=list)  # API errors: names the stack lacks
-    features: dict[str, int] = field(default_factory=dict)  # feature -> the first line that shows it
+    # feature (or model family) -> the first line that shows it
+    features: dict[str, int] = field(default_factory=dict)
     mentioned: set[str] = field(default_factory=set)  # packages whose names the log holds anywhere
     absent: dict[str, str] = field(default_factory=dict)  # packages the log says are missing -> origin
 
@@ -241,6 +243,9 @@ class LogFactCollector:
     def feed(self, block: Block) -> None:
         if len(self.facts.mentioned) < len(log_features.MENTIONS):
             self.facts.mentioned |= log_features.mentioned_in(block.text)
+        for family, offset in families_in(block.text):  # every block: past the candidates' cap too
+            line = block.first_line + block.text.count(b"\n", 0, offset)
+            self.facts.features.setdefault(family, line)
         if self.candidates >= MAX_CANDIDATE_LINES:
             return
         lines: dict[bytes, list[tuple[int, int]]] = {}

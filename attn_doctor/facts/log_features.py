@@ -4,7 +4,8 @@ A traceback frame (``File ".../flash_attn_interface.py", line 1124, in flash_att
 or the code line under it (``    F.scaled_dot_product_attention(q, k, k)``) is evidence that the
 run used that feature, as a pinned version in a freeze block is evidence of a version: such a
 feature is in use "from the log, line N". A log that shows no such call proves nothing: the
-feature stays unknown, never "not in use".
+feature stays unknown, never "not in use". The model families a log shows are found apart, in
+every block (facts/model_families.py ``families_in``): a traceback sits at the end of a long log.
 """
 
 from __future__ import annotations

@@ -16,12 +16,13 @@ from packaging.version import Version
 
 from attn_doctor import __version__
 from attn_doctor.errors import InputError
-from attn_doctor.facts.features import FeatureFact, FeatureSet, check_feature_name
+from attn_doctor.facts.features import FeatureFact, FeatureSet, check_feature_name, check_model_family
 
 ENV_SCHEMA_ID = "attn-doctor/environment"
-ENV_SCHEMA_VERSION = 4
-# 1: features was a plain list (or null), no origins or target; 2: no gfx for GPUs
-READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4)
+ENV_SCHEMA_VERSION = 5
+# 1: features was a plain list (or null), no origins or target; 2: no gfx for GPUs; 3: no cpus or
+# memory_gb; 4: no model families or "searched" in features (none found; not searched)
+READABLE_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 THIS_MACHINE = "this machine"
 MAX_VERSION_CHARS = 64  # no release, driver or CUDA version comes near; 4,301 digits would crash int()
 # origins["packages"] of a target whose package list is open: a log names only some of its packages,
@@ -132,6 +133,8 @@ class Environment:
         data["features"] = {
             "declared": self.features.declared,
             "facts": [asdict(fact) for fact in self.features.facts.values()],
+            "models": [asdict(fact) for fact in self.features.models().values()],
+            "searched": self.features.searched,
         }
         return {"schema": ENV_SCHEMA_ID, "schema_version": ENV_SCHEMA_VERSION, **data}
 
@@ -323,20 +326,29 @@ def _unsupported_version(version: Any) -> str:
 
 
 def _features(value: Any, source: str) -> FeatureSet:
-    """Version 1: a list of declared names (or null); version 2: the feature facts."""
+    """Version 1: a list of declared names (or null); version 2: the feature facts; later files add
+    the model families found and whether the project was searched for a source tree (``searched``)."""
     if value is None:
         return FeatureSet()
     if isinstance(value, list):
         return FeatureSet.declare(value, f"{source} features")
     declared = _opt_str(_mapping(value).get("declared"))
     features = FeatureSet(declared=None if declared is None else f"{source} ({declared})")
-    for item in _list(value.get("facts", [])):
-        fact = _mapping(item)
-        check_feature_name(fact.get("name"), f"{source} features")
-        evidence = tuple(str(e) for e in _list(fact.get("evidence", [])))
-        features.add(
-            FeatureFact(str(fact["name"]), bool(fact["in_use"]), f"{source}: {fact['source']}", evidence)
-        )
+    for key, check_name, where in (
+        ("facts", check_feature_name, "features"),
+        ("models", check_model_family, "features.models"),
+    ):
+        for item in _list(value.get(key, [])):
+            fact = _mapping(item)
+            check_name(fact.get("name"), f"{source} {where}")
+            evidence = tuple(str(e) for e in _list(fact.get("evidence", [])))
+            features.add(
+                FeatureFact(str(fact["name"]), bool(fact["in_use"]), f"{source}: {fact['source']}", evidence)
+            )
+    searched = value.get("searched", False)
+    if not isinstance(searched, bool):
+        raise _BadField(f"features.searched: {searched!r} is not true or false")
+    features.searched = searched
     return features
 
 

@@ -5,7 +5,8 @@ JSON or YAML file with a known framework's keys, the pyproject) of the project (
 tree, or the current folder) and looks for the signals below: ``attn_implementation`` values as
 transformers, TRL, axolotl and LLaMA-Factory spell them, imports and calls of flash_attn, FA3's
 ``flash_attn_interface``, flex_attention, SDPA, xformers and fla, torch.compile, packing,
-generate and training. Each hit is evidence ``file:line``.
+generate and training, and the model families it runs (facts/model_families.py). Each hit is
+evidence ``file:line``.
 
 Bounded: version-control folders, virtual environments, site-packages, node_modules and build
 outputs are skipped, and so are files over MAX_FILE_BYTES; at most MAX_FILES files are read.
@@ -19,10 +20,11 @@ import json
 import os
 import re
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from attn_doctor.facts.config_shape import CONFIG_KEYS, readable_text
+from attn_doctor.facts.model_families import MODEL_FAMILIES, family_signals
 
 MAX_FILE_BYTES = 1024 * 1024
 MAX_FILES = 20_000
@@ -53,6 +55,7 @@ class Signal:
     features: tuple[str, ...]
     literal: bytes  # every match contains it: the cheap test before the regex
     pattern: bytes  # compiled on first use: an unchanged project (all cached) compiles none
+    folded: bool = False  # the literal is lower-case, sought in the lower-cased text (a Hub name)
 
     def search(self, data: bytes) -> re.Match[bytes] | None:
         compiled = _COMPILED.get(self.pattern)
@@ -136,9 +139,15 @@ SIGNALS: tuple[Signal, ...] = (
     _signal("generate", "generate", rb"\.generate\s*\(|[\"']text-generation[\"']"),
     _signal("backward", "backward", rb"\.backward\s*\("),
     _signal("backward", "Trainer", rb"\b\w*Trainer\s*\("),
+    # the model families the code runs: a "feature" of the scan named after the family
+    *(
+        Signal((name,), literal.encode(), pattern, folded)
+        for name in MODEL_FAMILIES
+        for literal, pattern, folded in family_signals(name)
+    ),
 )
 # cached hits hold for these signals read through this config test only
-_SIGNED = repr(([(s.features, s.pattern) for s in SIGNALS], sorted(CONFIG_KEYS)))
+_SIGNED = repr(([(s.features, s.pattern, s.folded) for s in SIGNALS], sorted(CONFIG_KEYS)))
 _SIGNATURE = f"{zlib.crc32(_SIGNED.encode()):08x}"
 
 
@@ -180,6 +189,9 @@ class ProjectScan:
     def __init__(self, root: Path, exclude: tuple[str, ...] = (), cache_dir: Path | None = None) -> None:
         self.root, self.exclude, self.cache_dir = root, exclude, cache_dir
         self._files: list[tuple[str, os.DirEntry[str]]] | None = None
+        # what was found, kept: `merge` asks the one scan for every node's environment
+        self._source_trees: list[Hit] | None = None
+        self._contents: ScanResult | None = None
 
     def files(self) -> list[tuple[str, os.DirEntry[str]]]:
         if self._files is None:
@@ -189,6 +201,11 @@ class ProjectScan:
     def source_trees(self) -> list[Hit]:
         """The marker files of flash-attention checkouts up to SOURCE_TREE_DEPTH folders down:
         only folders are listed and no file is read, so asking costs a few stats per folder."""
+        if self._source_trees is None:
+            self._source_trees = self._find_source_trees()
+        return self._source_trees
+
+    def _find_source_trees(self) -> list[Hit]:
         found, level = [], [(str(self.root), "")]
         for _ in range(SOURCE_TREE_DEPTH + 1):
             deeper = []
@@ -202,12 +219,16 @@ class ProjectScan:
 
     def result(self) -> ScanResult:
         """Everything: the contents' evidence and the source trees."""
-        result = self.contents()
-        result.hits = [*self.source_trees(), *result.hits]
-        return result
+        contents = self.contents()
+        return replace(contents, hits=[*self.source_trees(), *contents.hits])
 
     def contents(self) -> ScanResult:
         """The evidence in the files' contents (cached per file by size and mtime)."""
+        if self._contents is None:
+            self._contents = self._read_contents()
+        return self._contents
+
+    def _read_contents(self) -> ScanResult:
         result = ScanResult(root=self.root)
         cache = _Cache(self.cache_dir, self.root)
         found: dict[str, list[str]] = {}
@@ -309,17 +330,22 @@ def _scan_file(entry: os.DirEntry[str], relative: str) -> list[tuple[str, int]]:
     if data is None:
         return []
     hits: list[tuple[str, int]] = []
-    present: dict[bytes, bool] = {}
+    present: dict[tuple[bytes, bool], bool] = {}
+    lowered: bytes | None = None
     for signal in SIGNALS:
-        if signal.literal not in present:
-            present[signal.literal] = signal.literal in data
-        if not present[signal.literal]:
+        key = (signal.literal, signal.folded)
+        if key not in present and signal.folded:
+            lowered = data.lower() if lowered is None else lowered
+            present[key] = signal.literal in lowered
+        elif key not in present:
+            present[key] = signal.literal in data
+        if not present[key]:
             continue
         match = signal.search(data)
         if match is not None:
             line = data.count(b"\n", 0, match.start()) + 1
             hits.extend((feature, line) for feature in signal.features)
-    return hits
+    return list(dict.fromkeys(hits))  # a family's class and checkpoint on one line: one hit
 
 
 class _Cache:

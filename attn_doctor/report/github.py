@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from attn_doctor.check import CheckResult
 from attn_doctor.engine.matcher import Verdict, pending_features
+from attn_doctor.facts.features import FEATURES
 from attn_doctor.report import unknowns
 from attn_doctor.report.locations import annotated, requirement_location
 from attn_doctor.words import counted
@@ -38,7 +39,8 @@ def to_github(result: CheckResult) -> str:
         where = "" if place is None else f"file={gh_property(place[0])},line={place[1]},"
         count = f"{counted(len(rule_ids), 'rule')} {'applies' if len(rule_ids) == 1 else 'apply'}"
         title = gh_property(f"attn-doctor: {count} only if you use {' and '.join(features)}")
-        message = f"applies if you use {' and '.join(features)} (declare: --feature): {', '.join(rule_ids)}"
+        declare = " (declare: --feature)" if set(features) & set(FEATURES) else ""  # a model is not declared
+        message = f"applies if you use {' and '.join(features)}{declare}: {', '.join(rule_ids)}"
         lines.append(f"::notice {where}title={title}::{gh_data(message)}")
     for group in unknowns.groups(result.findings):
         title = gh_property(f"attn-doctor: {group.headline()}")

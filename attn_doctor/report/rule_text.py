@@ -7,6 +7,7 @@ import difflib
 from packaging.specifiers import SpecifierSet
 
 from attn_doctor.engine.schema import Affects, Rule
+from attn_doctor.facts.model_families import model_phrase
 
 _VERSION_LABELS = {
     "compute_capability": "GPU compute capability",
@@ -52,6 +53,8 @@ def conditions(affects: Affects) -> list[str]:
         said.append(f"torch build: {' or '.join(affects.torch_build)}")
     if affects.features:
         said.append(f"features in use: {', '.join(affects.features)}")
+    if affects.models:
+        said.append(f"the code runs {model_phrase(affects.models)}")
     if affects.requirement_unmet is not None:
         package, on = affects.requirement_unmet
         said.append(f"{package}'s release requires a version of {', '.join(on)} the target lacks")

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from attn_doctor.check import CheckResult
 from attn_doctor.engine.fix_pins import reconcile
-from attn_doctor.engine.matcher import RELEASE, Finding, Verdict, pending_features
+from attn_doctor.engine.matcher import RELEASE, Finding, Verdict, needs_model, pending_features
 from attn_doctor.engine.schema import COMPONENTS
 from attn_doctor.facts.model import REPLACED, Environment, describe_torch_build
 from attn_doctor.probes.observation import ProbeVerdict
@@ -84,10 +84,10 @@ def _conditional_lines(findings: list[Finding], verbose: bool) -> list[Line]:
             groups.setdefault(" and ".join(pending_features(finding)), []).append(finding.rule.id)
     if not groups:
         return []
-    lines: list[Line] = [
-        ("", ""),
-        ("Rules that apply only if you use a feature (declare: --feature, [tool.attn-doctor] features):", ""),
-    ]
+    header = "Rules that apply only if you use a feature (declare: --feature, [tool.attn-doctor] features)"
+    if any(needs_model(finding) for finding in findings if _conditional(finding)):
+        header += " or a model (the project scan finds it by name)"  # a model is not declared
+    lines: list[Line] = [("", ""), (header + ":", "")]
     for features, rule_ids in sorted(groups.items()):
         text = f"  {UNKNOWN} if you use {features}: {counted(len(rule_ids), 'rule')}"
         lines.append((text + (f": {', '.join(rule_ids)}" if verbose else ""), "dim"))
@@ -230,9 +230,12 @@ def fact_lines(env: Environment) -> list[Line]:
         lines.append(_fact(label, value, env.origins.get(label)))
         lines += _replaced(env, label)
     lines.append(_fact("features declared", env.features.declared or "no", None))
-    for fact in sorted(env.features.facts.values(), key=lambda f: f.name):
-        state = "in use" if fact.in_use else "not in use"
-        lines.append(_fact(f"feature {fact.name}", state, f"{fact.source} {' '.join(fact.evidence)}".strip()))
+    used = [("feature", env.features.facts), ("model", env.features.models())]  # models: found in use
+    for kind, facts in used:
+        for fact in sorted(facts.values(), key=lambda f: f.name):
+            state = "in use" if fact.in_use else "not in use"
+            origin = f"{fact.source} {' '.join(fact.evidence)}".strip()
+            lines.append(_fact(f"{kind} {fact.name}", state, origin))
     return lines
 
 

@@ -181,6 +181,7 @@ def _target(options: dict[str, Any]) -> EnvironmentInputs:
         image=options["image"],
         dockerfile=options["dockerfile"],
         stage=options["stage"],
+        models=options["model"],
     )
 
 
@@ -279,6 +280,10 @@ FeatureOption = Annotated[
     list[str] | None,
     typer.Option("--feature", help="A feature in use (repeatable): flash_attention_2, flex_attention, ..."),
 ]
+ModelOption = Annotated[
+    list[str] | None,
+    typer.Option("--model", help="A model family the code runs (repeatable): llama, gemma2, qwen2, ..."),
+]
 PathOption = Annotated[
     list[Path],
     typer.Option(
@@ -300,7 +305,7 @@ ProjectOption = Annotated[
     ),
 ]
 NoScanOption = Annotated[
-    bool, typer.Option("--no-scan", help="Do not scan the project; only declared features count.")
+    bool, typer.Option("--no-scan", help="Do not scan the project; only declared features and models count.")
 ]
 PythonOption = Annotated[
     str | None, typer.Option("--python", help="A declared target's Python, e.g. 3.12 (default: this one's).")
@@ -332,6 +337,7 @@ def check(
     env_file: EnvFileOption = None,
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
+    model: ModelOption = None,
     config: ConfigOption = None,
     project_path: ProjectOption = None,
     no_scan: NoScanOption = False,
@@ -477,6 +483,7 @@ def probe(
 def merge(
     files: Annotated[list[Path], typer.Argument(help="Per-node `attn-doctor probe --json` files.")],
     feature: FeatureOption = None,
+    model: ModelOption = None,
     config: ConfigOption = None,
     project_path: ProjectOption = None,
     no_scan: NoScanOption = False,
@@ -497,7 +504,7 @@ def merge(
     _cluster_formats(output_format)
     _require_choice("--fail-on", fail_on, FAIL_ON_LEVELS)
     project = project_config(config, project_path)
-    inputs = EnvironmentInputs(features=feature, project=project_path, scan=not no_scan)
+    inputs = EnvironmentInputs(features=feature, models=model, project=project_path, scan=not no_scan)
     code = ProjectFeatures(inputs, project)
     ruleset = load_rules([database_path(), *rules], trust_database=True)
     cluster = merge_files(files, code, ruleset, project, fail_on, fail_on_unknown)
@@ -601,6 +608,7 @@ def report(
     env_file: EnvFileOption = None,
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
+    model: ModelOption = None,
     config: ConfigOption = None,
     project_path: ProjectOption = None,
     no_scan: NoScanOption = False,
@@ -660,6 +668,7 @@ def fix(
     env_file: EnvFileOption = None,
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
+    model: ModelOption = None,
     config: ConfigOption = None,
     project_path: ProjectOption = None,
     no_scan: NoScanOption = False,
@@ -721,6 +730,7 @@ def wheel(
     env_file: EnvFileOption = None,
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
+    model: ModelOption = None,
     project_path: ProjectOption = None,
     no_scan: NoScanOption = True,
     python: PythonOption = None,
@@ -775,6 +785,7 @@ def explain(
     env_file: EnvFileOption = None,
     path: PathOption = [],  # noqa: B006
     feature: FeatureOption = None,
+    model: ModelOption = None,
     config: ConfigOption = None,
     project_path: ProjectOption = None,
     no_scan: NoScanOption = False,

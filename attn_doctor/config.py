@@ -8,11 +8,11 @@ from typing import Any
 
 from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.errors import InputError
-from attn_doctor.facts.features import check_feature_name
+from attn_doctor.facts.features import check_feature_name, check_model_family
 from attn_doctor.inputs import parse_toml, read_text
 
 FAIL_ON_LEVELS = (*SEVERITIES, "never")
-_KEYS = {"gpus", "fail-on", "features", "ignore", "scan", "exclude"}
+_KEYS = {"gpus", "fail-on", "features", "models", "ignore", "scan", "exclude"}
 
 
 @dataclass
@@ -20,6 +20,7 @@ class Config:
     gpus: list[str] = field(default_factory=list)
     fail_on: str | None = None
     features: list[str] | None = None
+    models: list[str] | None = None  # the model families the code runs, as --model
     ignore: dict[str, str] = field(default_factory=dict)  # rule id -> reason
     scan: bool = True  # scan the project for the features it uses
     exclude: list[str] = field(default_factory=list)  # project paths or globs the scan skips
@@ -63,10 +64,12 @@ def load_config(path: Path | None, option: str | None = None) -> Config:
     if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
         raise InputError(f"{source} fail-on", f"must be one of {', '.join(FAIL_ON_LEVELS)}")
     config.fail_on = fail_on
-    if "features" in section:
-        config.features = _strings(section["features"], f"{source} features")
-        for feature in config.features:
-            check_feature_name(feature, f"{source} features")
+    for key, check_name in (("features", check_feature_name), ("models", check_model_family)):
+        if key in section:
+            names = _strings(section[key], f"{source} {key}")
+            for name in names:
+                check_name(name, f"{source} {key}")
+            setattr(config, key, names)
     scan = section.get("scan", True)
     if not isinstance(scan, bool):
         raise InputError(f"{source} scan", "must be true or false")

@@ -114,6 +114,15 @@ def test_findings_fix_reference_and_commands():
     assert affected == set(re.findall(r"^- \*\*`([\w-]+)`\*\* \(\w+, affected\)", text, re.M))
 
 
+def test_the_check_command_keeps_the_declared_model():
+    """A declared model family decides the Gemma-2 rules: the report's check command repeats it."""
+    args = [*AFFECTED, "--feature", "generate", "--model", "gemma2", "--no-scan"]
+    text = cli("report", *args).stdout
+    command = re.search(r"```bash\n(.*?)\n", text)[1]
+    assert command.endswith("--feature flash_attention_2 --feature generate --model gemma2")
+    assert "- **`gemma2-fa2-generate-4d-mask`** (error, affected)" in text
+
+
 @pytest.fixture(scope="module")
 def saved_repro(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real `repro --format json` run: the fixed case of seed A's kernel, in the interpreter."""

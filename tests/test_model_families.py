@@ -15,6 +15,7 @@ from attn_doctor.check import run_check
 from attn_doctor.config import Config
 from attn_doctor.engine.loader import database_path, load_rules
 from attn_doctor.facts.assemble import assemble, target
+from attn_doctor.facts.model_families import MODEL_FAMILIES
 from attn_doctor.probes.observation import Observation, ProbeVerdict
 
 GEMMA2_GENERATE = "gemma2-fa2-generate-4d-mask"
@@ -75,7 +76,7 @@ def test_no_model_known_applies_if_used(site, tmp_path: Path):
     assert gemma2["verdict"] == "unknown"
     assert gemma2["applies_if_used"] == ["a gemma2 model"]
     text = check(site, root).stdout
-    assert "or a model (the project scan finds it by name):" in text
+    assert "or a model (declare: --model, [tool.attn-doctor] models):" in text
     assert "? if you use a gemma2 model: 1 rule" in text
 
 
@@ -128,3 +129,108 @@ def test_a_bad_family_in_a_rule_is_one_line(tmp_path: Path, value: str, problem:
     assert result.exit_code == 2
     [line] = result.stderr.splitlines()
     assert line.startswith(f"attn-doctor: error: {rule}: field 'affects.models': {problem}")
+
+
+# A CI job that checks a declared target without the project's code: only the family it declares
+# (--model, [tool.attn-doctor] models) says which model runs.
+TARGET_PINS = "torch==2.4.0\ntransformers==4.44.0\nflash-attn==2.6.3\n"
+FEATURES = ["--feature", "flash_attention_2", "--feature", "generate"]
+
+
+def declared_check(tmp_path: Path, *more: str):
+    """`check -r requirements.txt --gpu H100` in a folder that holds no code (pyproject.toml at most)."""
+    root = tmp_path / "ci"
+    root.mkdir(exist_ok=True)
+    (root / "requirements.txt").write_text(TARGET_PINS)
+    return cli("check", "-r", root / "requirements.txt", "--gpu", "H100", "--project", root, *FEATURES, *more)
+
+
+def declared_finding(tmp_path: Path, *more: str) -> tuple[dict, dict]:
+    """The Gemma-2 rule's finding and the environment's features, from the JSON report."""
+    result = declared_check(tmp_path, *more, "--format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    report = json.loads(result.stdout)
+    [finding] = [f for f in report["findings"] if f["id"] == GEMMA2_GENERATE]
+    return finding, report["environment"]["features"]
+
+
+def test_a_declared_gemma2_model_makes_a_gemma2_rule_affected(tmp_path: Path):
+    finding, features = declared_finding(tmp_path, "--model", "gemma2")
+    assert finding["verdict"] == "affected"
+    [models] = [reason for reason in finding["reasons"] if reason["condition"] == "models"]
+    assert models["text"] == "gemma2 model in use: --model"
+    assert features["models"] == [{"name": "gemma2", "in_use": True, "source": "--model", "evidence": []}]
+
+
+def test_a_declared_llama_model_is_not_affected_by_a_gemma2_bug(tmp_path: Path):
+    finding, _ = declared_finding(tmp_path, "--model", "llama")
+    assert finding["verdict"] == "not-affected"
+    [models] = [reason for reason in finding["reasons"] if reason["condition"] == "models"]
+    assert models["text"] == "not a gemma2 model: the code runs llama"
+
+
+def test_no_declared_model_leaves_the_rule_to_the_notice(tmp_path: Path):
+    finding, _ = declared_finding(tmp_path)
+    assert finding["verdict"] == "unknown" and finding["applies_if_used"] == ["a gemma2 model"]
+    lines = declared_check(tmp_path, "--format", "github").stdout.splitlines()
+    [notice] = [line for line in lines if GEMMA2_GENERATE in line]
+    assert "applies if you use a gemma2 model (declare: --model): " in notice
+
+
+def test_the_pyproject_declares_the_models(tmp_path: Path):
+    (tmp_path / "ci").mkdir()
+    pyproject = tmp_path / "ci" / "pyproject.toml"
+    trainer = '[tool.trainer]\nattn_implementation = "sdpa"\n'
+    pyproject.write_text(f'[tool.attn-doctor]\nmodels = [\n  "gemma2",\n]\n\n{trainer}')
+    finding, features = declared_finding(tmp_path)
+    assert finding["verdict"] == "affected"
+    [model] = features["models"]
+    # the scan reads the pyproject, but not attn-doctor's own table: a declaration is not evidence
+    # (the name gemma2 would also be Gemma-2's softcap and sliding_window); the lines below it keep
+    # their numbers
+    assert (model["name"], model["source"]) == ("gemma2", f"{pyproject} [tool.attn-doctor] models")
+    scanned = {fact["name"]: fact["evidence"] for fact in features["facts"] if fact["source"] != "--feature"}
+    assert scanned == {"sdpa": ["pyproject.toml:7"]}
+    lines = declared_check(tmp_path, "-v").stdout.splitlines()
+    [fact] = [line for line in lines if line.strip().startswith("model ")]
+    assert fact.split() == ["model", "gemma2", "in", "use", str(pyproject), "[tool.attn-doctor]", "models"]
+    assert "gemma2 model in use: --model" in declared_check(tmp_path, "--model", "gemma2", "-v").stdout
+
+
+def test_a_bad_family_in_the_pyproject_is_one_line(tmp_path: Path):
+    (tmp_path / "ci").mkdir()
+    pyproject = tmp_path / "ci" / "pyproject.toml"
+    pyproject.write_text('[tool.attn-doctor]\nmodels = ["gemma-2"]\n')
+    result = declared_check(tmp_path)
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith(
+        f"attn-doctor: error: {pyproject} [tool.attn-doctor] models: unknown model family 'gemma-2': "
+        "did you mean 'gemma2'? known: gemma, gemma2, gemma3, glm4v,"
+    )
+
+
+GOLDEN_INPUTS = Path(__file__).parent / "fixtures" / "golden"
+FLEET = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["check", "-r", GOLDEN_INPUTS / "requirements.txt"],
+        ["fix", "-r", GOLDEN_INPUTS / "requirements.txt", "--gpu", "H100"],
+        ["report", "-r", GOLDEN_INPUTS / "requirements.txt", "--gpu", "H100"],
+        ["wheel", "flash-attn", "-r", GOLDEN_INPUTS / "requirements.txt", "--python", "3.11"],
+        ["explain", GOLDEN_INPUTS / "fa2-not-installed.log"],
+        ["merge", FLEET / "healthy" / "h100-current.json", FLEET / "fleet" / "h100-xformers-mismatch.json"],
+    ],
+    ids=lambda command: command[0],
+)
+def test_every_command_with_feature_takes_model_and_refuses_an_unknown_family(command: list):
+    result = cli(*command, "--no-scan", "--model", "gema2")
+    assert result.exit_code == 2, result.stdout
+    [line] = result.stderr.splitlines()
+    assert line.startswith(
+        "attn-doctor: error: --model: unknown model family 'gema2': did you mean 'gemma2'?"
+    )
+    assert line.endswith("known: " + ", ".join(MODEL_FAMILIES))

@@ -29,7 +29,8 @@ Precedence, first to last (a later step overrides an earlier one):
    mismatch with what a release requires is a finding instead.
 6. **Features**: declared (``--feature``, else pyproject, else the env file) close the list;
    evidence from the project scan and from ``--source`` adds features in use, with file:line,
-   and the model families the code runs.
+   and the model families the code runs; declared families (``--model``, else pyproject, else
+   the env file's) are in use, and the scan's add to them.
 
 Every fact says where it came from: packages their ``origin``, features their source and
 evidence, the rest ``Environment.origins``.
@@ -78,6 +79,7 @@ class EnvironmentInputs:
     pins: list[str] = field(default_factory=list)
     gpus: list[str] = field(default_factory=list)
     features: list[str] | None = None
+    models: list[str] | None = None  # --model: the model families the code runs
     project: Path | None = None  # --project; default: the git work tree holding the cwd
     scan: bool = True  # --no-scan turns the project scan off
     sources: list[Path] = field(default_factory=list)  # --source: flash-attention checkouts
@@ -114,6 +116,7 @@ def target(
     image: str | None = None,
     dockerfile: Path | None = None,
     stage: str | None = None,
+    models: list[str] | None = None,
 ) -> EnvironmentInputs:
     """The inputs as the commands' options give them (``--no-scan`` and all)."""
     if stage is not None and dockerfile is None:
@@ -125,6 +128,7 @@ def target(
         pins,
         gpus,
         features,
+        models,
         project,
         not no_scan,
         sources or [],
@@ -363,13 +367,11 @@ class ProjectFeatures:
     def over(self, base: FeatureSet) -> FeatureSet:
         """``base`` (an env file's features) with the declared list, ``--source``, the log's calls
         and the project scan; a declared list replaces ``base``."""
-        inputs, config = self.inputs, self.config
-        if inputs.features is not None:
-            features = FeatureSet.declare(inputs.features, "--feature")
-        elif config.features is not None:
-            features = FeatureSet.declare(config.features, f"{config.path} [tool.attn-doctor] features")
-        else:
-            features = base
+        inputs = self.inputs
+        declared = self._declared("features", "--feature")
+        features = base if declared is None else FeatureSet.declare(*declared)
+        if (models := self._declared("models", "--model")) is not None:
+            features.declare_models(*models)
         for checkout in inputs.sources:
             features.add(FeatureFact("source_build", True, "--source", (str(checkout),)))
         for name, line in (inputs.log.features if inputs.log is not None else {}).items():
@@ -379,6 +381,17 @@ class ProjectFeatures:
             # the project's tree says whether it builds from source, unless the log comes from elsewhere
             features.searched = features.searched or not _log_is_target(inputs)
         return features
+
+    def _declared(self, key: str, option: str) -> tuple[list[str], str] | None:
+        """The list the user declared for ``key`` (features, models) and where: the option, else
+        the pyproject's ``[tool.attn-doctor]`` key; None when neither gives one."""
+        names: list[str] | None = getattr(self.inputs, key)
+        if names is not None:
+            return names, option
+        names = getattr(self.config, key)
+        if names is not None:
+            return names, f"{self.config.path} [tool.attn-doctor] {key}"
+        return None
 
 
 def _log_is_target(inputs: EnvironmentInputs) -> bool:

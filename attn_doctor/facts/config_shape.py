@@ -34,6 +34,9 @@ CONFIG_KEYS = frozenset(
     }
 )  # fmt: skip
 _YAML_TOP_KEY = re.compile(rb"^([A-Za-z_][\w.-]{0,60})\s*:", re.M)
+# attn-doctor's own tables in the pyproject, up to the next table: what the user declares there
+# (``models = ["gemma2"]``) is a declaration with its own source, not evidence the code gives
+OWN_TABLES = re.compile(rb"^[ \t]*\[tool\.attn-doctor[\].][^\n]*(?:\n(?![ \t]*\[)[^\n]*)*", re.M)
 
 
 def readable_text(name: str, data: bytes) -> bytes | None:
@@ -42,7 +45,7 @@ def readable_text(name: str, data: bytes) -> bytes | None:
     if suffix == "py":
         return data
     if suffix == "toml":
-        return data if name == "pyproject.toml" else None
+        return OWN_TABLES.sub(_lines_only, data) if name == "pyproject.toml" else None
     if suffix in ("yaml", "yml"):
         return data if CONFIG_KEYS.intersection(key.decode() for key in _YAML_TOP_KEY.findall(data)) else None
     parsed = _json(data)
@@ -51,6 +54,11 @@ def readable_text(name: str, data: bytes) -> bytes | None:
     if suffix == "json":
         return data if isinstance(parsed, dict) and CONFIG_KEYS.intersection(parsed) else None
     return None
+
+
+def _lines_only(table: re.Match[bytes]) -> bytes:
+    """The table's line breaks alone: the lines below keep their numbers."""
+    return b"\n" * table[0].count(b"\n")
 
 
 def _json(data: bytes) -> object:

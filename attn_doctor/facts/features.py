@@ -51,7 +51,7 @@ MODELS = "model families"
 class FeatureFact:
     name: str  # a feature, or a model family (MODEL_FAMILIES) the code runs
     in_use: bool
-    source: str  # "--feature", "pyproject.toml [tool.attn-doctor] features", "project scan", ...
+    source: str  # "--feature", "--model", "pyproject.toml [tool.attn-doctor] features", "project scan", ...
     evidence: tuple[str, ...] = ()  # file:line where the project shows it, at most a few
 
 
@@ -133,6 +133,13 @@ class FeatureSet:
         for name in names:
             check_feature_name(name, source)
         return cls(facts={name: FeatureFact(name, True, source) for name in names}, declared=source)
+
+    def declare_models(self, names: list[str], source: str) -> None:
+        """The model families the user says the code runs (``--model``, pyproject), in place of
+        those an env file brought; the scan's and the log's still add to them."""
+        for name in names:
+            check_model_family(name, source)
+        self._models = {name: FeatureFact(name, True, source) for name in names}
 
 
 def check_feature_name(name: object, source: str) -> None:

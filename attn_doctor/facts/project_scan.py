@@ -23,7 +23,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from attn_doctor.facts.config_shape import CONFIG_KEYS, readable_text
+from attn_doctor.facts.config_shape import CONFIG_KEYS, OWN_TABLES, readable_text
 from attn_doctor.facts.model_families import MODEL_FAMILIES, family_signals
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -147,7 +147,9 @@ SIGNALS: tuple[Signal, ...] = (
     ),
 )
 # cached hits hold for these signals read through this config test only
-_SIGNED = repr(([(s.features, s.pattern, s.folded) for s in SIGNALS], sorted(CONFIG_KEYS)))
+_SIGNED = repr(
+    ([(s.features, s.pattern, s.folded) for s in SIGNALS], sorted(CONFIG_KEYS), OWN_TABLES.pattern)
+)
 _SIGNATURE = f"{zlib.crc32(_SIGNED.encode()):08x}"
 
 

@@ -123,7 +123,8 @@ def _summary_lines(explanation: Explanation) -> list[str]:
         return [
             f"No known cause fits this stack: the {counted(len(explanation.causes), 'rule')} its words "
             f"match {'is' if len(explanation.causes) == 1 else 'are'} ruled out by its facts. If the log "
-            "comes from another machine, describe its stack (--pin, -r, --env-file, --gpu, --feature)."
+            "comes from another machine, describe its stack (--pin, -r, --env-file, --gpu, --feature, "
+            "--model)."
         ]
     counts = {v: sum(c.finding.verdict is v for c in explanation.causes) for v in Verdict}
     lines = [

@@ -39,8 +39,10 @@ def to_github(result: CheckResult) -> str:
         where = "" if place is None else f"file={gh_property(place[0])},line={place[1]},"
         count = f"{counted(len(rule_ids), 'rule')} {'applies' if len(rule_ids) == 1 else 'apply'}"
         title = gh_property(f"attn-doctor: {count} only if you use {' and '.join(features)}")
-        declare = " (declare: --feature)" if set(features) & set(FEATURES) else ""  # a model is not declared
-        message = f"applies if you use {' and '.join(features)}{declare}: {', '.join(rule_ids)}"
+        named = set(features)  # features, and model phrases ("a gemma2 model")
+        options = (("--feature", named & set(FEATURES)), ("--model", named - set(FEATURES)))
+        declare = ", ".join(option for option, needed in options if needed)
+        message = f"applies if you use {' and '.join(features)} (declare: {declare}): {', '.join(rule_ids)}"
         lines.append(f"::notice {where}title={title}::{gh_data(message)}")
     for group in unknowns.groups(result.findings):
         title = gh_property(f"attn-doctor: {group.headline()}")

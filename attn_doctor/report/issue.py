@@ -89,6 +89,7 @@ def _check_command(inputs: IssueInputs) -> str:
         ("--pin", what_if.pins),
         ("--gpu", what_if.gpus),
         ("--feature", what_if.features or []),
+        ("--model", what_if.models or []),
     ):
         for value in values:
             args += [option, str(value)]

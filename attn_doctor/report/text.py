@@ -86,7 +86,7 @@ def _conditional_lines(findings: list[Finding], verbose: bool) -> list[Line]:
         return []
     header = "Rules that apply only if you use a feature (declare: --feature, [tool.attn-doctor] features)"
     if any(needs_model(finding) for finding in findings if _conditional(finding)):
-        header += " or a model (the project scan finds it by name)"  # a model is not declared
+        header += " or a model (declare: --model, [tool.attn-doctor] models)"
     lines: list[Line] = [("", ""), (header + ":", "")]
     for features, rule_ids in sorted(groups.items()):
         text = f"  {UNKNOWN} if you use {features}: {counted(len(rule_ids), 'rule')}"

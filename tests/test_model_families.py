@@ -113,7 +113,7 @@ def test_a_probe_that_saw_the_bug_still_needs_the_family(site, tmp_path: Path, m
 def test_a_rule_names_families(tmp_path: Path):
     rule = write_rule(tmp_path / "rules", "my-gemma-rule", 'models = ["gemma2", "gemma3"]')
     result = cli("rules", "validate", rule)
-    assert (result.exit_code, result.stdout) == (0, "ok: 1 rules valid\n"), result.stderr
+    assert (result.exit_code, result.stdout) == (0, "ok: 1 rule valid\n"), result.stderr
 
 
 @pytest.mark.parametrize(

@@ -104,7 +104,7 @@ def exact_pins_of_torch(version: str) -> str | None:
     from attn_doctor.facts.model import Environment, Package
 
     env = Environment(packages={"triton": Package("triton", "0", "triton", "test")}, platform="linux")
-    env.machine = "x86_64"
+    env.machine, env.python = "x86_64", "3.11"  # the fix runs' target: torch pins triton by markers on both
     return exact_pins(env, snapshot(), "torch", version).get("triton")
 
 

@@ -82,16 +82,26 @@ def site(tmp_path: Path) -> Site:
 
 
 @pytest.fixture
-def no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A PATH without nvidia-smi (and CI has no NVML): the probe must find no GPU."""
+def no_nvml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No NVIDIA driver library for the probe in this process (the CLI runs in-process), as on a
+    machine without the driver: a GPU workstation has one, found before nvidia-smi is asked."""
+    monkeypatch.setattr(
+        "attn_doctor.facts.gpus.NVML_LIBRARY", str(tmp_path / "no-driver" / "libnvidia-ml.so.1")
+    )
+
+
+@pytest.fixture
+def no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_nvml: None) -> None:
+    """No NVML and a PATH without nvidia-smi: the probe must find no GPU, on any machine."""
     bin_dir = tmp_path / "empty-bin"
     bin_dir.mkdir()
     monkeypatch.setenv("PATH", str(bin_dir))
 
 
 @pytest.fixture
-def fake_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Install an nvidia-smi script that prints ``rows`` (CSV) for the compute_cap query."""
+def fake_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_nvml: None):
+    """Install an nvidia-smi script that prints ``rows`` (CSV) for the compute_cap query; with no
+    NVML, so that it is what the probe reads."""
 
     def install(rows: str, *, knows_compute_cap: bool = True) -> None:
         bin_dir = tmp_path / "smi-bin"

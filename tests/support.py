@@ -6,6 +6,7 @@ import fcntl
 import os
 import pty
 import select
+import signal
 import subprocess
 import termios
 import textwrap
@@ -60,12 +61,17 @@ def under_a_terminal(
 ) -> tuple[int, str]:
     """``command`` in its own session whose controlling terminal is a pseudo-terminal (as a shell
     starts a job), with stdin, stdout and stderr on it; everything it wrote there. With
-    ``interrupt_after``, the terminal's ^C is typed once that text has appeared."""
+    ``interrupt_after``, the terminal's ^C is typed once that text has appeared. Ctrl-C and
+    Ctrl-\\ act as a terminal's shell leaves them, whatever pytest was started with: a shell
+    without job control starts a background job (``pytest > log &``) with SIGINT and SIGQUIT
+    ignored, and every child would inherit that."""
     leader, follower = pty.openpty()
 
     def own_terminal() -> None:
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        for number in (signal.SIGINT, signal.SIGQUIT):
+            signal.signal(number, signal.SIG_DFL)
 
     process = subprocess.Popen(
         command, stdin=follower, stdout=follower, stderr=follower, env=env, cwd=cwd, preexec_fn=own_terminal

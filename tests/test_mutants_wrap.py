@@ -20,6 +20,7 @@ from attn_doctor.engine.matcher import Verdict
 from attn_doctor.report.github import gh_data
 from attn_doctor.wrap.diagnose import Diagnosis, _size, banner, diagnose, to_github, to_json, to_text
 from attn_doctor.wrap.tail import OutputTail
+from tests.conftest import Site
 
 SCHEMAS = REPO / "attn_doctor" / "schemas"
 # what a CUDA kernel's failed assertion prints: CUDA reports it at a later call, asynchronously
@@ -125,9 +126,16 @@ def tail_of(data: bytes) -> OutputTail:
 
 
 @pytest.fixture(scope="module")
-def seed_a() -> tuple[Diagnosis, OutputTail]:
+def seed_a(tmp_path_factory: pytest.TempPathFactory) -> tuple[Diagnosis, OutputTail]:
+    """seed_a.log diagnosed on a machine like the one it came from: transformers 4.44.0 and
+    flash-attn 2.6.3 (metadata) first on the path, whatever this machine has installed."""
+    site = Site(tmp_path_factory.mktemp("site-packages"))
+    site.install("transformers", "4.44.0")
+    site.install("flash-attn", "2.6.3")
     tail = tail_of(SEED_A.read_bytes())
-    return diagnose(["python", "train.py"], 1, tail, blocking=False), tail
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(site.path))
+        return diagnose(["python", "train.py"], 1, tail, blocking=False), tail
 
 
 def test_diagnose_explains_the_output_it_was_given(seed_a):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import venv
@@ -36,11 +37,14 @@ def test_wheel_ships_every_rule_and_installs(tmp_path: Path):
         capture_output=True,
         timeout=600,
     )
+    # the installed wheel alone: a PYTHONPATH naming the checkout would import it instead
+    alone = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
     where = subprocess.run(
         [python, "-c", "import attn_doctor.engine.loader as l; print(l.database_path())"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env=alone,
         check=True,
     ).stdout.strip()
     assert where.startswith(str(env_dir)), where
@@ -49,6 +53,7 @@ def test_wheel_ships_every_rule_and_installs(tmp_path: Path):
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env=alone,
         timeout=120,
     )
     assert validated.returncode == 0, validated.stderr

@@ -66,8 +66,11 @@ def venv_without(folder: Path, *hidden: str) -> str:
             if stem in hidden or (target / entry.name).exists():
                 continue
             (target / entry.name).symlink_to(entry)
+    alone = {**os.environ, "PYTHONPATH": str(REPO)}  # as its children run: nothing else on the path
     for name in hidden:  # the venv really lacks them
-        probe = subprocess.run([str(python), "-c", f"import {name}"], capture_output=True, text=True)
+        probe = subprocess.run(
+            [str(python), "-c", f"import {name}"], capture_output=True, text=True, env=alone
+        )
         assert f"No module named '{name}'" in probe.stderr, probe.stderr
     return str(python)
 

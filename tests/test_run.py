@@ -209,6 +209,21 @@ def test_ctrl_c_on_a_terminal_reaches_the_command_once_and_is_not_diagnosed(proj
     assert "attn-doctor: the command" not in seen
 
 
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_as_the_command_starts_reaches_the_command_not_only_the_wrapper(project, number):
+    """A Ctrl-C (or SLURM's SIGTERM) that comes after the command has started but before its group
+    is the terminal's foreground reaches the wrapper alone: it is held until it can be forwarded,
+    so the command gets it, rather than the wrapper dying of it and leaving the command running."""
+    folder, env = project
+    wait = [sys.executable, str(BEHAVES), "wait-for-signal"]
+    command = [sys.executable, str(CHILDREN / "signalled_at_start.py"), str(int(number)), "--", *wait]
+    started = time.monotonic()
+    code, seen = under_a_terminal(command, env, folder)
+    assert code == 128 + number, seen
+    assert "Traceback" not in seen
+    assert time.monotonic() - started < 50, "the command slept on: the signal never reached it"
+
+
 def test_output_to_a_file_is_written_by_the_command_itself_and_read_back(project, tmp_path):
     """As under SLURM's --output: the command writes the file directly (nothing is copied), and
     the diagnosis reads its end back and follows it in the same file."""

@@ -151,8 +151,19 @@ def test_command_help_is_not_cut():
 
 
 def test_report_names_the_gpu_once():
-    text = cli("report", "--no-scan", "--gpu", "sm_90").stdout
+    # a CUDA torch, so that a compute-capability rule applies and its reason names the GPU too
+    text = cli("report", "--no-scan", "--gpu", "sm_90", "--pin", "torch==2.11.0+cu130").stdout
     assert "sm_90 (sm_90" not in text and "- GPU 0: sm_90\n" in text
+    assert "yes: sm_90 is in compute capability ==9.0" in text
+
+
+def test_a_gpu_given_as_its_architecture_is_named_once_in_the_reasons():
+    """``--gpu sm_120``: the reasons said "sm_120 (sm_120) is in ..." and "not sm_120 (sm_120)"."""
+    text = cli("check", "--no-scan", "-v", "--gpu", "sm_120", "--pin", "torch==2.7.1+cu126").stdout
+    words = " ".join(text.split())
+    assert "sm_120 (sm_120" not in words
+    assert "yes sm_120 is in compute capability >=10.0" in words
+    assert "has code for sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90, not sm_120 " in words
 
 
 @pytest.mark.parametrize("torch", ["2.7.1+cu128", "2.9.1+cu130"])

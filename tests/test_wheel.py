@@ -230,8 +230,8 @@ def test_torch_says_upgrade_the_driver_when_only_the_driver_stands_in_the_way():
 def test_this_machine_without_a_gpu_gets_torch_s_cpu_wheel_and_says_why_the_rest_do_not_fit(site, no_gpu):
     """A CPU-only machine (no GPU found) with torch's CPU build: the CPU index, no triton (the CPU
     wheel requires none), and no CUDA extension."""
-    site.install("torch", "2.13.0+cpu")
-    result = cli("wheel", "torch", "triton", "flash-attn", "--format", "json")
+    site.install("torch", "2.13.0+cpu", torch_cuda=None)
+    result = cli("wheel", "torch", "triton", "flash-attn", "--path", site.path, "--format", "json")
     plans = {plan["package"]: plan for plan in json.loads(result.stdout)["plans"]}
     assert result.exit_code == 1
     cpu = "https://download.pytorch.org/whl/cpu"

@@ -121,7 +121,7 @@ def facts(member: Member) -> dict[str, str]:
             f"CUDA {build.cuda}" if build.cuda else f"HIP {build.hip}" if build.hip else "CPU"
         )
     if env.gpu_source != "unknown":
-        models = sorted({f"{g.name} (sm_{(g.compute_capability or '?').replace('.', '')})" for g in env.gpus})
+        models = sorted({gpu.name_and_sm() for gpu in env.gpus})
         values["GPU model"] = ", ".join(models) or "none"
         values["GPU count"] = str(len(env.gpus))
         values["NVIDIA driver"] = ", ".join(sorted({g.driver or "?" for g in env.gpus})) or "none"

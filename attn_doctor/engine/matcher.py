@@ -257,10 +257,8 @@ def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:
     known = [(gpu, gpu.compute_capability) for gpu in env.gpus if gpu.compute_capability]
     hits = [(gpu, capability) for gpu, capability in known if _contains(capability, spec)]
     if hits:
-        gpu, capability = hits[0]
-        return Reason(
-            "compute_capability", True, f"{gpu.name} (sm_{capability.replace('.', '')}) is in {wanted}"
-        )
+        gpu, _ = hits[0]
+        return Reason("compute_capability", True, f"{gpu.name_and_sm()} is in {wanted}")
     for gpu in env.gpus:  # a class of GPUs (a log's shared-memory limit): all in, or all out
         outcomes = {_contains(capability, spec) for capability in gpu.capabilities}
         if outcomes == {True}:

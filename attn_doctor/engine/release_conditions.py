@@ -89,9 +89,9 @@ def torch_variant_lacks_gpu(env: Environment, facts: ReleaseFacts) -> Reason:
     for gpu in env.gpus:
         capability = gpu.compute_capability
         if capability and not covers(variant.archs, capability):
-            sm = f"sm_{capability.replace('.', '')}"
+            sm = gpu.sm
             built = f"torch {variant.torch}+{variant.name} has code for {' '.join(variant.archs)}"
-            text = f"{built}, not {sm} ({gpu.name})"
+            text = f"{built}, not {gpu.sm_and_name()}"
             others = [v.name for v in facts.torch_variants(variant.torch) if covers(v.archs, capability)]
             # a variant is a wheel index, not a version pip resolves: said, not pinned
             suggestion = (
@@ -123,7 +123,7 @@ def bundled_ptxas_lacks_gpu(package_name: str, env: Environment, facts: ReleaseF
         return Reason(RELEASE, None, "GPUs not known (no --gpu target)", missing=MISSING_GPU)
     late = facts.archs_some_ptxas_lacks()
     for gpu in env.gpus:
-        sm = f"sm_{(gpu.compute_capability or '').replace('.', '')}"
+        sm = gpu.sm
         if sm not in late:
             continue  # an architecture every bundled ptxas knows (Hopper and older), or unknown
         ptxas = facts.triton_ptxas(package.version, blackwell=True)
@@ -131,7 +131,7 @@ def bundled_ptxas_lacks_gpu(package_name: str, env: Environment, facts: ReleaseF
         if ptxas is None or archs is None:
             return _not_known(facts, package)
         if sm not in archs:
-            text = f"{package.name} {package.version} bundles ptxas {ptxas}, which has no {sm} ({gpu.name})"
+            text = f"{package.name} {package.version} bundles ptxas {ptxas}, which has no {gpu.sm_and_name()}"
             none = f"none: no {package.name} release in the database bundles a ptxas with {sm}"
             reason = Reason(RELEASE, True, text, package.origin)
             return _with_options(reason, _ptxas_with(package, sm, facts), none)
@@ -369,10 +369,9 @@ def prebuilt_wheel_lacks_gpu(package_name: str, env: Environment, facts: Release
             package.origin,
         )
     gpu = missing[0]
-    sm = f"sm_{gpu.compute_capability.replace('.', '')}"  # type: ignore[union-attr]
     text = (
         f"{package.name} {package.version}'s wheel for {target} (built with CUDA {wheel.cuda}) has code for "
-        f"{', '.join(wheel.archs)}, not {gpu.name} ({sm})"
+        f"{', '.join(wheel.archs)}, not {gpu.name_and_sm()}"
     )
     newer = [
         Version(v)
@@ -383,8 +382,8 @@ def prebuilt_wheel_lacks_gpu(package_name: str, env: Environment, facts: Release
             for w in facts.flash_attn_wheels(v) or []
         )
     ]
-    options: list[Option] = [(package.name, str(min(newer)), f"its wheel has {sm} code")] if newer else []
-    none = f"none: no newer {package.name} release has a wheel with {sm} code for {target}"
+    options: list[Option] = [(package.name, str(min(newer)), f"its wheel has {gpu.sm} code")] if newer else []
+    none = f"none: no newer {package.name} release has a wheel with {gpu.sm} code for {target}"
     return _with_options(Reason(RELEASE, True, text, package.origin), options, none)
 
 

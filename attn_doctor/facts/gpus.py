@@ -18,6 +18,7 @@ from attn_doctor.errors import InputError
 from attn_doctor.facts.model import CAPABILITY, NUMERIC_VERSION, Gpu
 
 NVIDIA_SMI_TIMEOUT_S = 5.0
+NVML_LIBRARY = "libnvidia-ml.so.1"  # the driver's, where the dynamic loader finds it
 
 # Every compute capability NVIDIA has shipped (CUDA GPUs table, CUDA 13 release notes); a target
 # outside it is a typo (sm_999, 0.0), not a GPU.
@@ -321,7 +322,7 @@ def probe_gpus() -> tuple[list[Gpu], str]:
 def _from_nvml() -> list[Gpu] | None:
     """None when NVML is not there or fails; the driver library is all this needs."""
     try:
-        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+        nvml = ctypes.CDLL(NVML_LIBRARY)
     except OSError:
         return None
     if nvml.nvmlInit_v2() != 0:

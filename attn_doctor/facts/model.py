@@ -85,6 +85,19 @@ class Gpu:
     # capability unknown but one of these (a log's "Hardware limit: 101376" is a 99 KiB GPU)
     capabilities: tuple[str, ...] = ()
 
+    @property
+    def sm(self) -> str:
+        """``sm_90``; ``sm_?`` where the compute capability is not known."""
+        return f"sm_{self.compute_capability.replace('.', '')}" if self.compute_capability else "sm_?"
+
+    def name_and_sm(self) -> str:
+        """``H100 (sm_90)``; a GPU named after its architecture (``--gpu sm_90``) only once."""
+        return self.name if self.name == self.sm else f"{self.name} ({self.sm})"
+
+    def sm_and_name(self) -> str:
+        """``sm_90 (H100)``; a GPU named after its architecture only once."""
+        return self.sm if self.name == self.sm else f"{self.sm} ({self.name})"
+
 
 @dataclass
 class Environment:

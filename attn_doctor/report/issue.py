@@ -167,10 +167,7 @@ def _environment_summary(env: Environment) -> str:
 
 
 def _gpu(gpu: Gpu) -> str:
-    capability = gpu.compute_capability
-    sm = f"sm_{capability.replace('.', '')}" if capability else "sm_?"
-    named = gpu.name if gpu.name == sm else f"{gpu.name} ({sm})"
-    return named + (f", driver {gpu.driver}" if gpu.driver else "")
+    return gpu.name_and_sm() + (f", driver {gpu.driver}" if gpu.driver else "")
 
 
 def _variables(variables: Variables) -> Lines:

@@ -143,10 +143,8 @@ def _area_fact(component: str, env: Environment) -> str:
     if component == "gpu":
         if not env.gpus:
             return "no GPU" if env.gpu_source == "none" else "unknown"
-        first = env.gpus[0]
-        sm = f"sm_{first.compute_capability.replace('.', '')}" if first.compute_capability else "sm_?"
         more = f" x{len(env.gpus)}" if len(env.gpus) > 1 else ""
-        return f"{first.name}{more}" if first.name == sm else f"{first.name} ({sm}){more}"
+        return env.gpus[0].name_and_sm() + more
     if component == "cuda":
         build = env.torch_build
         torch_cuda = (

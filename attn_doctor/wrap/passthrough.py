@@ -4,10 +4,11 @@ stdin is the wrapper's own; each of stdout and stderr goes through a pseudo-term
 wrapper's is a terminal (colours and progress bars stay on, ``isatty()`` stays true) and through
 a pipe otherwise; every byte is written on as soon as it is read. Where the wrapper's stream is a
 regular file (a SLURM ``--output``), the command writes to that file itself and its tail is read
-back once it has exited: no copying at all. The command runs in its own
-process group, which gets every signal the wrapper gets (Ctrl-C, SLURM's SIGTERM); on a terminal
-that group is made the foreground, so the terminal's own Ctrl-C reaches the command once and
-reading stdin does not stop it. Only the standard library: this runs before anything heavy.
+back once it has exited: no copying at all. The command runs in its own process group, which
+gets every signal the wrapper gets (Ctrl-C, SLURM's SIGTERM), also one that comes as it starts
+(held until it can be forwarded); on a terminal that group is made the foreground, so the
+terminal's own Ctrl-C reaches the command once and reading stdin does not stop it. Only the
+standard library: this runs before anything heavy.
 """
 
 from __future__ import annotations
@@ -51,19 +52,21 @@ def run(command: list[str], env: dict[str, str] | None = None) -> Finished:
     tail = OutputTail()
     with contextlib.ExitStack() as stack:
         streams = [stack.enter_context(_stream(fd)) for fd in (1, 2)]
+        mask = stack.enter_context(_held(FORWARDED))
         try:
             child = subprocess.Popen(
                 command,
                 stdout=streams[0].child_end,
                 stderr=streams[1].child_end,
                 env=env,
-                preexec_fn=os.setpgrp,  # noqa: PLW1509 - single-threaded here: nothing else runs yet
+                preexec_fn=lambda: _own_group(mask),  # noqa: PLW1509 - single-threaded here
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as error:
             raise CommandNotFound(f"{command[0]}: {error.strerror or error}") from None
         for stream in streams:
             stream.close_child_end()
         with _foreground(child.pid), _forwarding(child.pid):
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # what came meanwhile goes on now
             _pump([stream for stream in streams if stream.read_end >= 0], child, tail)
         read_back = set()
         for stream in streams:
@@ -209,6 +212,25 @@ def _copy_window_size(source: int, target: int) -> None:
     with contextlib.suppress(OSError):
         size = fcntl.ioctl(source, termios.TIOCGWINSZ, struct.pack("HHHH", 0, 0, 0, 0))
         fcntl.ioctl(target, termios.TIOCSWINSZ, size)
+
+
+@contextlib.contextmanager
+def _held(numbers: tuple[signal.Signals, ...]) -> Iterator[set[int | signal.Signals]]:
+    """``numbers`` blocked until the command's group is the foreground and gets them: a Ctrl-C typed
+    as the command starts would otherwise reach the wrapper alone (the command's group is not yet
+    the terminal's), stop it with a KeyboardInterrupt and leave the command running unseen.
+    Yields the mask before; once forwarding is in place, setting it back delivers what was held."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, numbers)
+    try:
+        yield before
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _own_group(mask: set[int | signal.Signals]) -> None:
+    """In the command, before exec: its own process group, and the signal mask the wrapper had."""
+    os.setpgrp()
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 @contextlib.contextmanager

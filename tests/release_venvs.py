@@ -31,6 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from support import needs_package_index
+
 from attn_doctor._compat import tomllib
 from attn_doctor.isolation import run_child
 from attn_doctor.probes.catalogue import Probe
@@ -80,6 +82,7 @@ def release_venv(*requirements: str) -> Iterator[Path]:
 
 
 def _base() -> Path:
+    needs_package_index()
     if OLD_LAYOUT.is_dir():  # one full venv per release set: tens of GB that nothing reads any more
         announce(f"release venvs: removing {OLD_LAYOUT}, the earlier layout of this cache")
         shutil.rmtree(OLD_LAYOUT, ignore_errors=True)

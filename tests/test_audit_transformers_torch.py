@@ -51,6 +51,11 @@ def features(*names: str) -> list[str]:
     return [arg for name in names for arg in ("--feature", name)]
 
 
+def gemma2_features(*names: str) -> list[str]:
+    """The Gemma-2 rules hold for a Gemma-2 model only: these stacks declare one."""
+    return [*features(*names), "--model", "gemma2"]
+
+
 def verdict(found: dict[str, dict], rule_id: str) -> str:
     assert rule_id in found, f"{rule_id} is not in the database"
     return found[rule_id]["verdict"]
@@ -105,7 +110,7 @@ def test_flex_block_mask_device_check_starts_with_2_6(explain, torch, expected):
 
 # --- Gemma-2 with FlashAttention-2 (transformers) ----------------------------------------------
 
-GEMMA2_FA2_GENERATE = features("flash_attention_2", "sliding_window", "generate")
+GEMMA2_FA2_GENERATE = gemma2_features("flash_attention_2", "sliding_window", "generate")
 
 
 @pytest.mark.parametrize(
@@ -130,7 +135,7 @@ def test_gemma2_fa2_prefill_slice_fix_is_4_48_2(check):
 
 
 def test_gemma2_fa2_4_44_0_every_forward(check):
-    training = features("flash_attention_2", "sliding_window", "backward")
+    training = gemma2_features("flash_attention_2", "sliding_window", "backward")
     for transformers, expected in (("4.44.0", "affected"), ("4.44.1", "not-affected")):
         found = check(*pins(f"transformers=={transformers}"), "--gpu", "A100", *training)
         assert verdict(found, "gemma2-fa2-sliding-window-slice-4-44-0") == expected
@@ -141,14 +146,17 @@ def test_gemma2_fa2_4_44_0_every_forward(check):
 )
 def test_gemma2_fa2_4_47_attribute_error(check, transformers, expected):
     found = check(
-        *pins(f"transformers=={transformers}"), "--gpu", "A100", *features("flash_attention_2", "softcap")
+        *pins(f"transformers=={transformers}"),
+        "--gpu",
+        "A100",
+        *gemma2_features("flash_attention_2", "softcap"),
     )
     assert verdict(found, "gemma2-fa2-missing-top-left-mask-attribute") == expected
 
 
 def test_gemma2_4_47_attribute_error_is_named_from_the_log(explain):
     log = "AttributeError: 'Gemma2Attention' object has no attribute '_flash_attn_uses_top_left_mask'\n"
-    causes = explain(log, *pins("transformers==4.47.1"), *features("flash_attention_2", "softcap"))
+    causes = explain(log, *pins("transformers==4.47.1"), *gemma2_features("flash_attention_2", "softcap"))
     assert next(iter(causes)) == "gemma2-fa2-missing-top-left-mask-attribute"
     assert causes["gemma2-fa2-missing-top-left-mask-attribute"] == "affected"
 
@@ -159,7 +167,9 @@ def test_gemma2_4_47_attribute_error_is_named_from_the_log(explain):
 )
 def test_gemma2_4_48_sliding_layer_index_error_any_attention(check, transformers, expected):
     """Eager crashes as well: no attention feature is needed."""
-    found = check(*pins(f"transformers=={transformers}"), *features("generate", "sliding_window", "softcap"))
+    found = check(
+        *pins(f"transformers=={transformers}"), *gemma2_features("generate", "sliding_window", "softcap")
+    )
     assert verdict(found, "gemma2-hybrid-cache-sliding-layer-index-error") == expected
 
 
@@ -170,7 +180,9 @@ def test_gemma2_4_48_index_error_from_a_cpu_log(explain):
         "    k_out[:, :, cache_position] = key_states\n"
         "IndexError: index 4096 is out of bounds for dimension 0 with size 4096\n"
     )
-    causes = explain(log, *pins("transformers==4.48.1"), *features("generate", "sliding_window", "softcap"))
+    causes = explain(
+        log, *pins("transformers==4.48.1"), *gemma2_features("generate", "sliding_window", "softcap")
+    )
     assert causes["gemma2-hybrid-cache-sliding-layer-index-error"] == "affected"
 
 
@@ -178,7 +190,7 @@ def test_gemma2_4_48_index_error_from_a_cpu_log(explain):
     ("transformers", "expected"), [("4.42.0", "affected"), ("4.43.4", "affected"), ("4.44.0", "not-affected")]
 )
 def test_gemma2_fa2_static_cache_keys_before_4_44(check, transformers, expected):
-    stack = features("flash_attention_2", "generate", "softcap")
+    stack = gemma2_features("flash_attention_2", "generate", "softcap")
     found = check(*pins(f"transformers=={transformers}"), "--gpu", "A100", *stack)
     assert verdict(found, "gemma2-fa2-static-cache-keys-not-cut") == expected
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import REPO
+from support import REPO, needs_package_index
 
 PINFILES = REPO / "tests" / "fixtures" / "pinfiles"
 BIN = str(Path(sys.executable).parent)
@@ -111,6 +111,7 @@ def test_the_gitlab_job_writes_a_code_quality_report(tmp_path: Path) -> None:
 def test_the_pre_commit_hook_under_try_repo(tmp_path: Path) -> None:
     """pre-commit installs this repository into its own environment and runs the hook when a pin
     file is among the files; a change without one skips it."""
+    needs_package_index()  # pre-commit builds the hook's environment from the index
     project = tmp_path / "project"
     project.mkdir()
     git = {

@@ -9,10 +9,11 @@ import venv
 import zipfile
 from pathlib import Path
 
-from support import REPO
+from support import REPO, needs_package_index
 
 
 def test_wheel_ships_every_rule_and_installs(tmp_path: Path):
+    needs_package_index()  # the build backend and the wheel's dependencies
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path / "dist", REPO],
         check=True,

@@ -217,7 +217,7 @@ def test_driver_against_the_table(tmp_path, torch, cuda, driver, verdict):
 
 def test_fix_says_why_each_alternative_was_not_proposed(tmp_path):
     target = requirements(tmp_path, "torch==2.5.1+cu121", "flash-attn==2.6.3", "transformers==4.51.0")
-    args = ("fix", "--no-scan", "-r", target, "--gpu", "A100", "--fail-on", "warning")
+    args = ("fix", "--no-scan", "-r", target, "--python", "3.11", "--gpu", "A100", "--fail-on", "warning")
     text = cli(*args, "-v").stdout
     wheel = "releases/download/v2.7.0.post2/flash_attn-2.7.0.post2+cu12torch2.5cxx11abiFALSE-cp311-cp311"
     assert f"pip install 'https://github.com/Dao-AILab/flash-attention/{wheel}-linux_x86_64.whl'" in text

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from attn_doctor._compat import tomllib
 from attn_doctor.errors import InputError
 
 MAX_INPUT_BYTES = 16 * 1024 * 1024
@@ -79,6 +78,8 @@ def parse_json(text: str, source: str) -> Any:
 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:
+    from attn_doctor._compat import tomllib  # a pure-Python parser: `check` reads the rules from its cache
+
     data: dict[str, Any] = _parsed(
         tomllib.loads, text, source, "TOML", (tomllib.TOMLDecodeError, "not valid TOML")
     )

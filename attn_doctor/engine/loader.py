@@ -6,7 +6,6 @@ import json
 import os
 import zlib
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +30,19 @@ class RuleSet:
         errors (kind install, usage) are properties of one run, named by `explain` from its log."""
         return [rule for rule in self.rules if rule.kind == "bug"]
 
-    def extend(self, other: RuleSet) -> None:
+    def extend(self, *others: RuleSet) -> None:
+        """Add each of ``others`` in turn (all at once: the ids are indexed once per call)."""
         known = {rule.id: rule for rule in self.rules}
-        for rule in other.rules:
-            if rule.id in known:
-                self.problems.append(
-                    f"{rule.path}: field 'id': {rule.id!r} is already defined in {known[rule.id].path}"
-                )
-                continue
-            known[rule.id] = rule
-            self.rules.append(rule)
-        self.problems.extend(other.problems)
+        for other in others:
+            for rule in other.rules:
+                if rule.id in known:
+                    self.problems.append(
+                        f"{rule.path}: field 'id': {rule.id!r} is already defined in {known[rule.id].path}"
+                    )
+                    continue
+                known[rule.id] = rule
+                self.rules.append(rule)
+            self.problems.extend(other.problems)
 
     def get(self, rule_id: str) -> Rule | None:
         return next((rule for rule in self.rules if rule.id == rule_id), None)
@@ -49,7 +50,7 @@ class RuleSet:
 
 def database_path() -> Path:
     """The rules shipped in the wheel, or the repository's ``rules/`` in a source checkout."""
-    packaged = Path(str(resources.files("attn_doctor"))) / "rules_db"
+    packaged = Path(__file__).resolve().parents[1] / "rules_db"
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parents[2] / "rules"
@@ -78,8 +79,7 @@ def _load_path(path: Path, documents: _ParsedCache, compile_symptoms: bool) -> R
         if not files:
             return RuleSet(problems=[f"{path}: no *.toml rule files"])
         ruleset = RuleSet()
-        for file in files:
-            ruleset.extend(_load_file(file, documents, compile_symptoms))
+        ruleset.extend(*(_load_file(file, documents, compile_symptoms) for file in files))
         return ruleset
     if path.exists():
         return _load_file(path, documents, compile_symptoms)  # a FIFO or device: one problem line
@@ -132,7 +132,7 @@ class _ParsedCache:
             self.shapes_read = True
 
     def get(self, path: Path, raw: bytes) -> dict[str, Any]:
-        key = f"{path.resolve()}:{zlib.crc32(raw):08x}:{len(raw)}"
+        key = f"{os.path.abspath(path)}:{zlib.crc32(raw):08x}:{len(raw)}"
         known = self.entries.get(key)
         if isinstance(known, dict):
             return dict(known)

@@ -240,12 +240,12 @@ def _gfx(targets: tuple[str, ...], env: Environment) -> Reason:
     if not env.gpus:
         missing = "no GPU found and no --gpu target" if env.gpu_source == "none" else "GPUs not known"
         return Reason("gfx", False if env.gpu_source == "none" else None, missing, missing=MISSING_GPU)
-    hit = [gpu for gpu in env.gpus if gpu.gfx and (gpu.gfx in targets or "any" in targets)]
+    hit = [gpu for gpu in env.distinct_gpus if gpu.gfx and (gpu.gfx in targets or "any" in targets)]
     if hit:
         return Reason("gfx", True, f"{hit[0].name} is {hit[0].gfx}, one of {', '.join(targets)}")
-    if any(gpu.gfx is None and gpu.compute_capability is None for gpu in env.gpus):
+    if any(gpu.gfx is None and gpu.compute_capability is None for gpu in env.distinct_gpus):
         return Reason("gfx", None, "a GPU of unknown architecture", missing=MISSING_GPU)
-    written = ", ".join(f"{gpu.name} ({gpu.gfx or 'NVIDIA'})" for gpu in env.gpus)
+    written = ", ".join(f"{gpu.name} ({gpu.gfx or 'NVIDIA'})" for gpu in env.distinct_gpus)
     return Reason("gfx", False, f"{written}: not one of {', '.join(targets)}")
 
 
@@ -254,12 +254,13 @@ def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:
         missing = "no GPU found and no --gpu target" if env.gpu_source == "none" else "GPUs not known"
         return Reason("compute_capability", None, missing, missing=MISSING_GPU)
     wanted = f"compute capability {spec}" if str(spec) else "any compute capability"
-    known = [(gpu, gpu.compute_capability) for gpu in env.gpus if gpu.compute_capability]
+    gpus = env.distinct_gpus
+    known = [(gpu, gpu.compute_capability) for gpu in gpus if gpu.compute_capability]
     hits = [(gpu, capability) for gpu, capability in known if _contains(capability, spec)]
     if hits:
         gpu, _ = hits[0]
         return Reason("compute_capability", True, f"{gpu.name_and_sm()} is in {wanted}")
-    for gpu in env.gpus:  # a class of GPUs (a log's shared-memory limit): all in, or all out
+    for gpu in gpus:  # a class of GPUs (a log's shared-memory limit): all in, or all out
         outcomes = {_contains(capability, spec) for capability in gpu.capabilities}
         if outcomes == {True}:
             return Reason("compute_capability", True, f"{gpu.name}: each is in {wanted}")
@@ -267,11 +268,11 @@ def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:
             return Reason(
                 "compute_capability", None, f"{gpu.name}: some are in {spec}, some not", missing=MISSING_GPU
             )
-    if any(gpu.compute_capability is None and gpu.gfx is None and not gpu.capabilities for gpu in env.gpus):
+    if any(gpu.compute_capability is None and gpu.gfx is None and not gpu.capabilities for gpu in gpus):
         return Reason(
             "compute_capability", None, "compute capability of a GPU is unknown", missing=MISSING_GPU
         )
-    names = ", ".join(sorted({f"{gpu.name} ({gpu.compute_capability or gpu.gfx})" for gpu in env.gpus}))
+    names = ", ".join(sorted({f"{gpu.name} ({gpu.compute_capability or gpu.gfx})" for gpu in gpus}))
     return Reason("compute_capability", False, f"no GPU in {wanted}: {names}")
 
 
@@ -316,9 +317,9 @@ def _nvcc(spec: SpecifierSet, env: Environment) -> Reason:
 
 
 def _driver(spec: SpecifierSet, env: Environment) -> Reason:
-    drivers = sorted({gpu.driver for gpu in env.gpus if gpu.driver})
+    drivers = sorted({gpu.driver for gpu in env.distinct_gpus if gpu.driver})
     if not drivers:
-        if env.gpu_source == "none" or (env.gpus and all(gpu.gfx for gpu in env.gpus)):
+        if env.gpu_source == "none" or (env.gpus and all(gpu.gfx for gpu in env.distinct_gpus)):
             return Reason("driver", False, "no NVIDIA GPU, so no NVIDIA driver in use")
         return Reason("driver", None, "NVIDIA driver version unknown", missing=MISSING_DRIVER)
     return _in_spec("driver", "NVIDIA driver", drivers[0], spec)

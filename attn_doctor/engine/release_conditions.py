@@ -26,7 +26,7 @@ from attn_doctor.engine.matcher import (
 )
 from attn_doctor.engine.schema import Affects
 from attn_doctor.facts.missing_names import MissingName
-from attn_doctor.facts.model import Environment, Package, marker_environment
+from attn_doctor.facts.model import Environment, Gpu, Package, marker_environment
 from attn_doctor.facts.names import rule_name
 from attn_doctor.releases.facts import ReleaseFacts, Wheel, snapshot
 
@@ -86,7 +86,7 @@ def torch_variant_lacks_gpu(env: Environment, facts: ReleaseFacts) -> Reason:
     if variant is None:
         why = f"torch {torch.version} with CUDA {env.torch_build.cuda}: architectures not in the database"
         return Reason(RELEASE, None, why, torch.origin, missing=MISSING_RELEASE_DATA)
-    for gpu in env.gpus:
+    for gpu in env.distinct_gpus:
         capability = gpu.compute_capability
         if capability and not covers(variant.archs, capability):
             sm = gpu.sm
@@ -100,7 +100,7 @@ def torch_variant_lacks_gpu(env: Environment, facts: ReleaseFacts) -> Reason:
                 else f"none: no CUDA variant of torch {variant.torch} has {sm}; another torch release"
             )
             return Reason(RELEASE, True, text, torch.origin, suggestion=suggestion)
-    if any(gpu.compute_capability is None for gpu in env.gpus):
+    if any(gpu.compute_capability is None for gpu in env.distinct_gpus):
         return Reason(RELEASE, None, "compute capability of a GPU is unknown", missing=MISSING_GPU)
     return Reason(RELEASE, False, f"torch {variant.torch}+{variant.name} has code for every GPU here")
 
@@ -122,7 +122,7 @@ def bundled_ptxas_lacks_gpu(package_name: str, env: Environment, facts: ReleaseF
             return Reason(RELEASE, False, "no NVIDIA GPU here: nothing to compile for")
         return Reason(RELEASE, None, "GPUs not known (no --gpu target)", missing=MISSING_GPU)
     late = facts.archs_some_ptxas_lacks()
-    for gpu in env.gpus:
+    for gpu in env.distinct_gpus:
         sm = gpu.sm
         if sm not in late:
             continue  # an architecture every bundled ptxas knows (Hopper and older), or unknown
@@ -159,7 +159,7 @@ def driver_below_cuda_minimum(env: Environment, facts: ReleaseFacts) -> Reason:
             "torch's build is not a known CUDA build",
             missing=MISSING_TORCH_BUILD,
         )
-    drivers = sorted({gpu.driver for gpu in env.gpus if gpu.driver}, key=driver_key)
+    drivers = sorted({gpu.driver for gpu in env.distinct_gpus if gpu.driver}, key=driver_key)
     if not drivers:
         if env.gpu_source == "none":
             return Reason(RELEASE, False, "no NVIDIA GPU, so no NVIDIA driver in use")
@@ -351,10 +351,11 @@ def prebuilt_wheel_lacks_gpu(package_name: str, env: Environment, facts: Release
     )
     wheel = next(w for w in facts.flash_attn_wheels(package.version) or [] if target.fits(w))
     # below sm_80 no flash-attn 2 build has kernels at all: flash-attn-pre-ampere-gpu says so
-    older = [
-        gpu for gpu in env.gpus if gpu.compute_capability and _capability(gpu.compute_capability) < (8, 0)
-    ]
-    supported = [gpu for gpu in env.gpus if gpu not in older]
+    older: list[Gpu] = []
+    supported: list[Gpu] = []
+    for candidate in env.distinct_gpus:
+        capability = candidate.compute_capability
+        (older if capability and _capability(capability) < (8, 0) else supported).append(candidate)
     missing = [
         gpu for gpu in supported if gpu.compute_capability and not covers(wheel.archs, gpu.compute_capability)
     ]

@@ -32,9 +32,10 @@ def complete(env: Environment, facts: ReleaseFacts) -> Environment:
     """``env`` with the packages (and torch build) its stated releases imply."""
     markers = marker_environment(env)
     packages = dict(env.packages)
+    newest = list(packages.values())  # a release's requirements never change: each is read once
     for _ in range(MAX_ROUNDS):
-        added = {}
-        for package in packages.values():
+        added: dict[str, Package] = {}
+        for package in newest:
             for requirement in _requirements(package, markers, facts):
                 name, version = rule_name(requirement.name), _pinned(requirement, facts)
                 if package.name == "torch" and not _same_variant(package, requirement):
@@ -48,6 +49,7 @@ def complete(env: Environment, facts: ReleaseFacts) -> Environment:
         if not added:
             break
         packages.update(added)
+        newest = list(added.values())
     env.packages = packages
     torch = packages.get("torch")
     if torch is not None and env.torch_build is None and torch.version and "+" not in torch.version:

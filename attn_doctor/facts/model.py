@@ -7,8 +7,10 @@ matcher turns missing facts into "unknown" verdicts, never into passes.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -124,6 +126,17 @@ class Environment:
     sources: list[str] = field(default_factory=list)
     target: str = THIS_MACHINE  # one line for report headers: "requirements.txt (5 packages)"
     origins: dict[str, str] = field(default_factory=dict)
+
+    @functools.cached_property
+    def gpu_counts(self) -> dict[Gpu, int]:
+        """Each different GPU once, in the order first listed, with how many the target has: a rule
+        asks each question once per kind of GPU (eight H100s, or a file of 200,000, answer as one).
+        Counted on first use, after the environment is built."""
+        return dict(Counter(self.gpus))
+
+    @property
+    def distinct_gpus(self) -> list[Gpu]:
+        return list(self.gpu_counts)
 
     def absent(self, name: str) -> bool | None:
         """Whether a package missing from ``packages`` is known to be absent (None: it may be there).

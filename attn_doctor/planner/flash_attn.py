@@ -55,7 +55,7 @@ class FlashAttnPlanner:
             why = f"flash-attn publishes wheels for {PLATFORM} only, not {target.platform}"
             build = _source_build(newest, env, target.cuda_major)
             return Plan(PACKAGE, version, None, why, ways_out=(build,))
-        gpus = [gpu.compute_capability for gpu in env.gpus if gpu.compute_capability]
+        gpus = [gpu.compute_capability for gpu in env.distinct_gpus if gpu.compute_capability]
         for candidate in [version] if version else reversed(facts.flash_attn_versions()):
             found = _wheel(candidate, target, gpus, facts)
             if found is not None:
@@ -198,7 +198,7 @@ def _source_build(version: str, env: Environment, cuda_major: str) -> WayOut:
 
 def _rocm(env: Environment, version: str) -> Plan:
     """ROCm: no prebuilt wheel; the CK backend for the GPUs it supports, else the Triton backend."""
-    gfx = sorted({gpu.gfx for gpu in env.gpus if gpu.gfx})
+    gfx = sorted({gpu.gfx for gpu in env.distinct_gpus if gpu.gfx})
     ck = [g for g in gfx if g in CK_ARCHS]
     ways = []
     if ck and len(ck) == len(gfx):

@@ -106,7 +106,7 @@ class FlashAttn3Planner:
         if tag is None:
             why = f"flash-attention {version} is no tag with hopper/ (v{TAGS[0]} to v{NEWEST_TAG})"
             return Plan(PACKAGE, version, None, why)
-        gpus = [gpu.compute_capability for gpu in env.gpus if gpu.compute_capability]
+        gpus = [gpu.compute_capability for gpu in env.distinct_gpus if gpu.compute_capability]
         without = [gpu for gpu in gpus if not covers(archs(tag), gpu)]
         if without:
             return _no_code(env, facts, tag, version, without)
@@ -196,12 +196,12 @@ def _no_code(
         code = " and ".join(archs(NEWEST_TAG))
         title = f"build flash-attention v{NEWEST_TAG}'s hopper/, which has code for {code}"
         ways.append(WayOut(title, (SOURCE_BUILD.format(tag=NEWEST_TAG),), BUILD_NEEDS))
-    gpus = [gpu.compute_capability for gpu in env.gpus if gpu.compute_capability]
+    gpus = [gpu.compute_capability for gpu in env.distinct_gpus if gpu.compute_capability]
     return Plan(PACKAGE, version, None, why, ways_out=(*ways, *_others(env, facts, gpus)))
 
 
 def _gpu_name(env: Environment, capability: str) -> str:
-    return next(gpu.name for gpu in env.gpus if gpu.compute_capability == capability)
+    return next(gpu.name for gpu in env.distinct_gpus if gpu.compute_capability == capability)
 
 
 def _other_cuda(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from attn_doctor.facts.model import Environment
-from attn_doctor.releases.facts import ReleaseFacts
+if TYPE_CHECKING:  # a rule's schema reads PLANNED: loading the rules needs no release facts
+    from attn_doctor.facts.model import Environment
+    from attn_doctor.releases.facts import ReleaseFacts
 
 # the packages a planner answers for (planner/registry.py registers one each); a rule's
 # `[fix] plan` names one of them

@@ -69,7 +69,7 @@ def fitting_build(env: Environment, facts: ReleaseFacts, wanted: str) -> tuple[T
     """The build of ``wanted`` (or of the nearest newer release) that runs on the target, and why;
     None and why not. The installed variant when it fits, else the lowest CUDA that does (the
     oldest driver it needs)."""
-    gpus = [gpu.compute_capability for gpu in env.gpus if gpu.compute_capability]
+    gpus = [gpu.compute_capability for gpu in env.distinct_gpus if gpu.compute_capability]
     driver = _oldest_driver(env)
     platform = env.platform or "linux"
     current = env.torch_build.cuda if env.torch_build and env.torch_build.cuda else None
@@ -114,7 +114,7 @@ def _driver_way(env: Environment, facts: ReleaseFacts, wanted: str) -> tuple[Way
     driver = _oldest_driver(env)
     if driver is None:
         return ()
-    unbounded = replace(env, gpus=[replace(gpu, driver=None) for gpu in env.gpus])
+    unbounded = replace(env, gpus=[replace(gpu, driver=None) for gpu in env.distinct_gpus])
     choice, _ = fitting_build(unbounded, facts, wanted)
     if choice is None:
         return ()
@@ -143,7 +143,7 @@ def _newest(facts: ReleaseFacts) -> str:
 
 
 def _oldest_driver(env: Environment) -> str | None:
-    drivers = sorted({gpu.driver for gpu in env.gpus if gpu.driver}, key=driver_key)
+    drivers = sorted({gpu.driver for gpu in env.distinct_gpus if gpu.driver}, key=driver_key)
     return drivers[0] if drivers else None
 
 

@@ -8,25 +8,23 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from attn_doctor.facts.model import marker_states
-from attn_doctor.releases.api_changes import ApiChanges
+from attn_doctor.facts.names import canonical_name
 
-if TYPE_CHECKING:  # imported where requirements are read: `check` on a clean machine never needs them
+if TYPE_CHECKING:  # imported where they are read: `check` on a clean machine never needs them
     from packaging.markers import Marker
     from packaging.requirements import Requirement
 
     from attn_doctor.facts.model import Environment
+    from attn_doctor.releases.api_changes import ApiChanges
 
 SNAPSHOT = Path(__file__).resolve().parent / "snapshot"
-_SNAPSHOT_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,99}")  # canonical distribution names
 
 
 @dataclass(frozen=True)
@@ -90,17 +88,22 @@ class ReleaseFacts:
 
     def releases(self, package: str) -> dict[str, Release]:
         """Every final release of ``package`` (a distribution name, any spelling) in the snapshot."""
-        name = canonicalize_name(package)
+        name = canonical_name(package)
         if name not in self._releases:
             self._releases[name] = self._read(name)
         return self._releases[name]
 
+    @functools.cached_property
+    def _registry(self) -> frozenset[str]:
+        """The packages with a registry file, listed once: a requirements file may name 500,000
+        others, and a hostile METADATA Name is no file of ours."""
+        folder = self.folder / "registry"
+        return frozenset(path.stem for path in folder.glob("*.json")) if folder.is_dir() else frozenset()
+
     def _read(self, name: str) -> dict[str, Release]:
-        if not _SNAPSHOT_NAME.fullmatch(name):  # a hostile METADATA Name is no file of ours
+        if name not in self._registry:
             return {}
         path = self.folder / "registry" / f"{name}.json"
-        if not path.is_file():
-            return {}
         data = json.loads(path.read_text(encoding="utf-8"))
         return {
             version: Release(
@@ -116,20 +119,22 @@ class ReleaseFacts:
 
     def release(self, package: str, version: str) -> Release | None:
         """The release a version is a build of: ``2.5.1+cu121`` is a build of 2.5.1."""
+        releases = self.releases(package)
+        if not releases:
+            return None
         try:
             public = Version(version).public
         except ValueError:  # InvalidVersion, or a number past the int-string limit
             return None
-        releases = self.releases(package)
         return releases.get(public) or next(
             (r for v, r in releases.items() if _same_version(v, public)), None
         )
 
     def is_newer_than_snapshot(self, package: str, version: str) -> bool:
         """Newer than every release the snapshot knows (read from meta.json: no package file)."""
-        known = self.meta["packages"].get(canonicalize_name(package))
-        newest, parsed = (known or {}).get("newest"), _parsed(version)
-        return newest is not None and parsed is not None and Version(parsed.public) > Version(newest)
+        newest = self.meta["packages"].get(canonical_name(package), {}).get("newest")
+        parsed = None if newest is None else _parsed(version)
+        return parsed is not None and Version(parsed.public) > Version(newest)
 
     def newer_than_snapshot(self, env: Environment) -> list[str]:
         """A line per package of ``env`` newer than every release the snapshot knows: rules drawn
@@ -143,6 +148,8 @@ class ReleaseFacts:
 
     def requirements(self, package: str, version: str, markers: dict[str, str]) -> list[Requirement] | None:
         """What that release requires on the target ``markers`` describe; None when not known."""
+        if canonical_name(package) not in self._registry:
+            return None
         key = (package, version, tuple(sorted(markers.items())))
         if key not in self._requirements:
             self._requirements[key] = self._read_requirements(package, version, markers)
@@ -263,6 +270,8 @@ class ReleaseFacts:
 
     @functools.cached_property
     def api_changes(self) -> ApiChanges:
+        from attn_doctor.releases.api_changes import ApiChanges
+
         return ApiChanges(self._snapshot_file("api-changes.json"))
 
     @functools.cached_property

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from attn_doctor.check import CheckResult
-from attn_doctor.engine.fix_pins import reconcile
 from attn_doctor.engine.matcher import RELEASE, Finding, Verdict, needs_model, pending_features
 from attn_doctor.engine.schema import COMPONENTS
 from attn_doctor.facts.model import REPLACED, Environment, describe_torch_build
@@ -20,6 +19,7 @@ from attn_doctor.words import counted
 
 Line = tuple[str, str] | tuple[str, str, int]  # (text, rich style[, hanging indent when wrapped])
 AREA_HANG = 49  # where an area line's counts start
+MAX_GPU_KINDS = 2  # the gpu area names this many kinds of GPU; -v lists every kind with its count
 
 OK, WARN, FAIL, UNKNOWN = "✓", "!", "✗", "?"
 _AREA_PACKAGES = {
@@ -139,12 +139,19 @@ def _area_line(component: str, env: Environment, findings: list[Finding]) -> Lin
     return (text, style, AREA_HANG)
 
 
+def _times(count: int) -> str:
+    return f" x{count}" if count > 1 else ""
+
+
 def _area_fact(component: str, env: Environment) -> str:
     if component == "gpu":
         if not env.gpus:
             return "no GPU" if env.gpu_source == "none" else "unknown"
-        more = f" x{len(env.gpus)}" if len(env.gpus) > 1 else ""
-        return env.gpus[0].name_and_sm() + more
+        kinds = [f"{gpu.name_and_sm()}{_times(count)}" for gpu, count in env.gpu_counts.items()]
+        others = len(kinds) - MAX_GPU_KINDS
+        return ", ".join(kinds[:MAX_GPU_KINDS]) + (
+            f" and {counted(others, 'other kind')}" if others > 0 else ""
+        )
     if component == "cuda":
         build = env.torch_build
         torch_cuda = (
@@ -196,6 +203,8 @@ def _finding_lines(finding: Finding, verbose: bool, env: Environment) -> list[Li
         lines.append((f"    fix: {rule.fix_summary}", ""))
         lines += [(f"    {line}", "bold") for line in install.lines(finding, env)]
         if rule.fix_pins:
+            from attn_doctor.engine.fix_pins import reconcile  # packaging's requirement parser: only for pins
+
             pins = reconcile(rule.fix_pins, env)
             lines.append((f"    pins: {' '.join(pins.pins)}", ""))
             if pins.conflicts:
@@ -220,8 +229,9 @@ def fact_lines(env: Environment) -> list[Line]:
         lines += _replaced(env, name)
     lines.append(_fact("torch build", describe_torch_build(env.torch_build), env.origins.get("torch_build")))
     lines += _replaced(env, "torch build")
-    for gpu in env.gpus:
-        lines.append((f"  {'gpu':<24} {gpu.name} cc={gpu.compute_capability} driver={gpu.driver}", ""))
+    for gpu, count in env.gpu_counts.items():
+        described = f"{gpu.name} cc={gpu.compute_capability} driver={gpu.driver}{_times(count)}"
+        lines.append((f"  {'gpu':<24} {described}", ""))
     lines.append((f"  {'gpu source':<24} {env.gpu_source}", ""))
     for label in ("nvcc", "python", "platform", "os", "libc"):
         value = getattr(env, label) or ("none" if label in env.origins else "unknown")

@@ -3,6 +3,7 @@ a name, a version and a marker into a Package with its FILE:LINE origin."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
@@ -12,6 +13,14 @@ from packaging.version import Version
 from attn_doctor.errors import InputError
 from attn_doctor.facts.model import MAX_VERSION_CHARS, Package, marker_states
 from attn_doctor.facts.names import installed_name
+
+# a final, pre-, post- or dev-release, with a local label, in lower case: valid PEP 440 by its shape
+# alone, so that the pins of a 500,000-line lock need no packaging Version each
+PLAIN_VERSION = (
+    r"[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
+    r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?"
+)
+_PLAIN_VERSION = re.compile(PLAIN_VERSION)
 
 
 @dataclass
@@ -94,6 +103,8 @@ def exact_version(req: Requirement) -> str | None:
 
 
 def check_version(version: str, source: str) -> None:
+    if len(version) <= MAX_VERSION_CHARS and _PLAIN_VERSION.fullmatch(version):
+        return
     try:
         if len(version) > MAX_VERSION_CHARS:
             raise ValueError(version)

@@ -18,7 +18,6 @@ from attn_doctor.engine.severity import SEVERITIES
 from attn_doctor.facts.model import Environment
 from attn_doctor.probes.observation import Observation, ProbeVerdict
 from attn_doctor.progress import QUIET, Progress
-from attn_doctor.releases.facts import snapshot
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT_ERROR = 0, 1, 2
 
@@ -80,8 +79,17 @@ def run_check(
         fail_on=fail_on or config.fail_on or "error",
         problems=problems,
         fail_on_unknown=fail_on_unknown,
-        notes=snapshot().newer_than_snapshot(env),
+        notes=_newer_than_snapshot(env),
     )
+
+
+def _newer_than_snapshot(env: Environment) -> list[str]:
+    """The report's notes on packages newer than the release facts know (none without packages)."""
+    if not env.packages:
+        return []
+    from attn_doctor.releases.facts import snapshot  # a bare target reads no release facts
+
+    return snapshot().newer_than_snapshot(env)
 
 
 # which observation of a rule counts when several saw it (probes, one scan per --source checkout):

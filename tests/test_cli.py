@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from support import cli
@@ -12,13 +13,14 @@ from support import cli
 from attn_doctor import __version__
 
 
-def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def run(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, *args],
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
 
 
@@ -62,6 +64,36 @@ def test_check_imports_no_heavy_library_and_no_other_command(output_format):
         "print('LOADED', sorted({m for m in sys.modules for n in names if (m + '.').startswith(n + '.')}))\n"
     )
     result = run("-c", code)
+    assert "LOADED []" in result.stdout, result.stdout + result.stderr
+
+
+# what `check` of a target that needs no install plan and no release fact must not load (issue 36:
+# the planners, the release facts and packaging's requirement parser had crept onto every run);
+# tomllib neither, once the rules are in their cache
+NOT_WITHOUT_A_PLAN = (
+    "attn_doctor.planner.registry",
+    "attn_doctor.planner.stack",
+    "attn_doctor.releases",
+    "attn_doctor.engine.release_conditions",
+    "attn_doctor.engine.fix_pins",
+    "packaging.requirements",
+    "packaging.utils",
+    "tomllib",
+    "importlib.resources",
+)
+
+
+def test_check_of_a_bare_target_loads_no_planner_release_facts_or_toml_parser(site, tmp_path):
+    code = (
+        "import sys\nfrom attn_doctor.cli import app\n"
+        f"try:\n    app(['check', '--no-scan', '--path', {str(site.path)!r}])\n"
+        "except SystemExit:\n    pass\n"
+        f"names = {NOT_WITHOUT_A_PLAN!r}\n"
+        "print('LOADED', sorted({m for m in sys.modules for n in names if (m + '.').startswith(n + '.')}))\n"
+    )
+    # in a folder without a pyproject.toml; the first run fills the rules cache (parsing TOML)
+    run("-c", code, cwd=tmp_path)
+    result = run("-c", code, cwd=tmp_path)
     assert "LOADED []" in result.stdout, result.stdout + result.stderr
 
 

@@ -255,11 +255,12 @@ def _compute_capability(spec: SpecifierSet, env: Environment) -> Reason:
         return Reason("compute_capability", None, missing, missing=MISSING_GPU)
     wanted = f"compute capability {spec}" if str(spec) else "any compute capability"
     gpus = env.distinct_gpus
-    known = [(gpu, gpu.compute_capability) for gpu in gpus if gpu.compute_capability]
-    hits = [(gpu, capability) for gpu, capability in known if _contains(capability, spec)]
-    if hits:
-        gpu, _ = hits[0]
-        return Reason("compute_capability", True, f"{gpu.name_and_sm()} is in {wanted}")
+    # each capability judged once: thousands of differently named GPUs share a handful
+    known = {gpu.compute_capability for gpu in gpus if gpu.compute_capability}
+    inside = {capability: _contains(capability, spec) for capability in known}
+    hit = next((gpu for gpu in gpus if gpu.compute_capability and inside[gpu.compute_capability]), None)
+    if hit is not None:
+        return Reason("compute_capability", True, f"{hit.name_and_sm()} is in {wanted}")
     for gpu in gpus:  # a class of GPUs (a log's shared-memory limit): all in, or all out
         outcomes = {_contains(capability, spec) for capability in gpu.capabilities}
         if outcomes == {True}:

@@ -12,8 +12,9 @@ FlashAttention-2, packing and torch.compile), so its time includes the project s
   so the scan must run (on this machine's own stack no rule needs a feature, and the scan, which
   runs only when a feature's use is asked, reads no file).
 
-Target: `check (project)` at most 8% of collect_env's wall time; each node check (`--format npd`,
-`prometheus`, `verdict`, deploy/'s NPD plugin and SLURM Prolog on this machine's stack) at most 0.3 s.
+Target: `check (project)` at most 5% of collect_env's wall time (issue 36; 8% before); each node
+check (`--format npd`, `prometheus`, `verdict`, deploy/'s NPD plugin and SLURM Prolog on this
+machine's stack) at most 0.3 s.
 
     python benchmarks/check_vs_collect_env.py --runs 7 --project-files 3000
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -30,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-TARGET_RATIO = 0.08
+TARGET_RATIO = 0.05
 REPO = Path(__file__).resolve().parents[1]
 
 MODULE = '''"""Model code {index}: a decoder block and its helpers."""
@@ -101,12 +103,16 @@ def make_project(root: Path, files: int) -> None:
         (root / "configs" / f"run{index}.yaml").write_text(CONFIG)
 
 
-def wall_time(command: list[str], cwd: Path, env: dict[str, str]) -> float:
+def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system, the command's children included)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=cwd, env=env
     )
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def node_checks(base: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -147,23 +153,34 @@ def main() -> None:
             **node_checks(base),
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
+        cpu: dict[str, list[float]] = {name: [] for name in commands}
         for command, env in commands.values():
-            wall_time(command, project, env)  # warm-up: page cache, .pyc files, the scan cache
+            timed(command, project, env)  # warm-up: page cache, .pyc files, the scan cache
         for _ in range(runs):
             for name, (command, env) in commands.items():
                 if "cold cache" in name:
                     shutil.rmtree(cold, ignore_errors=True)
-                times[name].append(wall_time(command, project, env))
+                wall, used = timed(command, project, env)
+                times[name].append(wall)
+                cpu[name].append(used)
     medians = {name: statistics.median(values) for name, values in times.items()}
-    reference = medians["torch collect_env"]
+    cpu_medians = {name: statistics.median(values) for name, values in cpu.items()}
+    reference, cpu_reference = medians["torch collect_env"], cpu_medians["torch collect_env"]
     print(f"project: {options.project_files} Python files; {runs} runs of each, alternating")
-    print(f"{'command':<30} {'median s':>9} {'min s':>7} {'max s':>7} {'/collect_env':>13}")
+    header = f"{'command':<30} {'median s':>9} {'min s':>7} {'max s':>7} {'/collect_env':>13}"
+    print(f"{header} {'CPU s':>7} {'CPU /':>6}")
     for name, values in times.items():
-        ratio = medians[name] / reference
-        print(f"{name:<30} {medians[name]:>9.3f} {min(values):>7.3f} {max(values):>7.3f} {ratio:>12.1%}")
+        ratio, cpu_ratio = medians[name] / reference, cpu_medians[name] / cpu_reference
+        print(
+            f"{name:<30} {medians[name]:>9.3f} {min(values):>7.3f} {max(values):>7.3f} {ratio:>12.1%} "
+            f"{cpu_medians[name]:>7.3f} {cpu_ratio:>6.1%}"
+        )
     ratio = medians["check (project)"] / reference
     verdict = "meets" if ratio <= TARGET_RATIO else "misses"
     print(f"ratio check (project)/collect_env: {ratio:.1%} ({verdict} the {TARGET_RATIO:.0%} target)")
+    # a shared machine stretches wall times (both commands wait for a core); CPU times much less
+    cpu_ratio = cpu_medians["check (project)"] / cpu_reference
+    print(f"the same in CPU time: {cpu_ratio:.1%}")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ def complete(env: Environment, facts: ReleaseFacts) -> Environment:
     """``env`` with the packages (and torch build) its stated releases imply."""
     markers = marker_environment(env)
     packages = dict(env.packages)
-    newest = list(packages.values())  # a release's requirements never change: each is read once
+    # the releases the snapshot knows, each read once (a requirements file may name 500,000 others)
+    newest = [package for package in packages.values() if facts.knows(package.distribution)]
     for _ in range(MAX_ROUNDS):
         added: dict[str, Package] = {}
         for package in newest:

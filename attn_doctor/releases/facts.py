@@ -100,6 +100,10 @@ class ReleaseFacts:
         folder = self.folder / "registry"
         return frozenset(path.stem for path in folder.glob("*.json")) if folder.is_dir() else frozenset()
 
+    def knows(self, package: str) -> bool:
+        """Whether the snapshot has the releases of ``package`` (a distribution name, any spelling)."""
+        return canonical_name(package) in self._registry
+
     def _read(self, name: str) -> dict[str, Release]:
         if name not in self._registry:
             return {}
@@ -148,7 +152,7 @@ class ReleaseFacts:
 
     def requirements(self, package: str, version: str, markers: dict[str, str]) -> list[Requirement] | None:
         """What that release requires on the target ``markers`` describe; None when not known."""
-        if canonical_name(package) not in self._registry:
+        if not self.knows(package):
             return None
         key = (package, version, tuple(sorted(markers.items())))
         if key not in self._requirements:

@@ -36,11 +36,20 @@ class Declared:
     # per fact ("torch", "torch build", "python"): what lower layers stated and this one replaced
     replaced: dict[str, list[str]] = field(default_factory=dict)
 
-    def add(self, name: str, version: str | None, origin: str, distribution: str | None = None) -> None:
+    def add(
+        self,
+        name: str,
+        version: str | None,
+        origin: str,
+        distribution: str | None = None,
+        *,
+        plain: bool = False,
+    ) -> None:
         """A package; the first statement of a name wins (a lock lists each once per resolution).
         ``distribution``: the name it is published under where that is not ``name`` (conda's
-        ``pytorch`` is torch, but not the registry's wheel: its metadata implies nothing)."""
-        if version is not None:
+        ``pytorch`` is torch, but not the registry's wheel: its metadata implies nothing).
+        ``plain``: the version was read as a PLAIN_VERSION, valid by its shape: not checked again."""
+        if version is not None and not plain:
             check_version(version, origin)
         package = Package(installed_name(name, version), version, distribution or name, origin)
         self.packages.setdefault(package.name, package)

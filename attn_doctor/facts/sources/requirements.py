@@ -78,7 +78,7 @@ def read_lines(
     for number, line in lines:
         origin = f"{where}:{number}"
         if pin := _PLAIN_PIN.fullmatch(line):
-            out.add(pin["name"], pin["version"], origin)
+            out.add(pin["name"], pin["version"], origin, plain=True)
         elif include := _INCLUDE.match(line):
             _include(path, include["file"].strip().strip("'\""), origin, markers, depth, seen, out)
         elif line.startswith(("-e", "--editable")):

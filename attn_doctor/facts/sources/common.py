@@ -59,11 +59,14 @@ class Declared:
         ``replaced``; the rest of ``other`` stays. ``other``'s torch CUDA goes with its torch: a torch
         this layer states brings its own (its label, or what its release implies)."""
         states_torch = "torch" in self.packages
-        for name, package in other.packages.items():
-            if name in self.packages:
-                self.replaces(name, package.version or "no version", package.origin)
-            else:
-                self.packages[name] = package
+        if not self.packages:  # nothing laid over it yet: a copy in C (a lock may hold 500,000 pins)
+            self.packages = dict(other.packages)
+        else:
+            for name, package in other.packages.items():
+                if name in self.packages:
+                    self.replaces(name, package.version or "no version", package.origin)
+                else:
+                    self.packages[name] = package
         self.problems += other.problems
         if other.torch_cuda and (self.torch_cuda or states_torch):
             self.replaces("torch build", f"CUDA {other.torch_cuda[0]}", other.torch_cuda[1])

@@ -113,7 +113,9 @@ def test_the_report_names_each_kind_of_gpu_once_with_its_count(tmp_path: Path) -
     many = env_file(tmp_path, "many.json", [H100] * 1500 + [T4] * 500)
     text = cli("check", "--env-file", many, "-v").stdout
     assert "NVIDIA H100 80GB HBM3 (sm_90) x1500, Tesla T4 (sm_75) x500" in " ".join(text.split())
-    facts = [line.split(None, 1)[1] for line in text.splitlines() if line.startswith("  gpu ") and "cc=" in line]
+    facts = [
+        line.split(None, 1)[1] for line in text.splitlines() if line.startswith("  gpu ") and " cc=" in line
+    ]
     assert facts == [
         "NVIDIA H100 80GB HBM3 cc=9.0 driver=580.159.04 x1500",
         "Tesla T4 cc=7.5 driver=580.159.04 x500",

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from support import needs_package_index
 
 from attn_doctor._compat import tomllib
 
@@ -56,6 +57,7 @@ def _run(
 
 def readme_venv() -> Path:
     """A venv with what the README's install puts there, and this checkout's package in it."""
+    needs_package_index()
     install = readme_install()
     key = hashlib.sha256(
         b"\0".join([(REPO / "pyproject.toml").read_bytes(), install.encode(), sys.version.encode()])

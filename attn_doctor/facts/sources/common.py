@@ -15,9 +15,11 @@ from attn_doctor.facts.model import MAX_VERSION_CHARS, Package, marker_states
 from attn_doctor.facts.names import installed_name
 
 # a final, pre-, post- or dev-release, with a local label, in lower case: valid PEP 440 by its shape
-# alone, so that the pins of a 500,000-line lock need no packaging Version each
+# alone, so that the pins of a 500,000-line lock need no packaging Version each; numbers of at most
+# 18 digits, so that one packaging refuses (past Python's int-string limit) goes through packaging
+# and gets its one-line error
 PLAIN_VERSION = (
-    r"[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
+    r"[0-9]{1,18}(?:\.[0-9]{1,18})*(?:(?:a|b|rc)[0-9]{1,18})?(?:\.post[0-9]{1,18})?(?:\.dev[0-9]{1,18})?"
     r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?"
 )
 _PLAIN_VERSION = re.compile(PLAIN_VERSION)

@@ -8,8 +8,9 @@ Installing torch into every release's venv made the first run take about an hour
   one the releases need in another version is installed in the thin venv, which comes first);
 - every file a thin venv installs is hard-linked to one copy in a content store, so numpy,
   tokenizers or a triton shared by several sets are on disk once;
-- the cache keeps under a size budget (``ATTN_DOCTOR_RELEASE_CACHE_GB``, default 5): past it, the
-  thin venvs used longest ago are removed, and rebuilt when a test needs them again.
+- the cache keeps under a size budget (``ATTN_DOCTOR_RELEASE_CACHE_GB``, default 4): before a build
+  it makes a gigabyte of room, after it comes back under the budget, by removing the thin venvs used
+  longest ago (rebuilt when a test needs them again).
 
 The doctor itself runs from this checkout through PYTHONPATH. Locks let concurrent test processes
 share the cache: a build holds its venv's lock exclusively, a test using a venv holds it shared,
@@ -43,7 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(
     os.environ.get("ATTN_DOCTOR_RELEASE_CACHE", Path.home() / ".cache" / "attn-doctor" / "release-envs")
 )
-BUDGET_BYTES = int(float(os.environ.get("ATTN_DOCTOR_RELEASE_CACHE_GB", "5")) * 1e9)
+BUDGET_BYTES = int(float(os.environ.get("ATTN_DOCTOR_RELEASE_CACHE_GB", "4")) * 1e9)
+ROOM_BYTES = int(1e9)  # made before a build: a triton release's venv is most of a GB
 OLD_LAYOUT = Path.home() / ".cache" / "attn-doctor" / "release-venvs"
 TORCH = "torch==2.13.0"
 BASE = CACHE / "base"
@@ -74,6 +76,7 @@ def release_venv(*requirements: str) -> Iterator[Path]:
     with (THIN / f"{name}.lock").open("a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (path / READY).exists():
+            _evict(keep=path, budget=BUDGET_BYTES - ROOM_BYTES)
             _build_thin(path, base, requirements)
             _evict(keep=path)
         (path / READY).touch()  # its mtime is the last use, for eviction
@@ -95,6 +98,7 @@ def _base() -> Path:
             pip = [str(BASE / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile"]
             _quietly([*pip, TORCH])  # first and alone: the CPU build on disk, never a CUDA one
             _quietly([*pip, TORCH, *doctor_dependencies()])
+            deduplicate(BASE)  # a venv installed from the same wheels (the README's) shares its files
             (BASE / READY).write_text(TORCH + "\n")
             announce(f"release venvs: base ready in {time.monotonic() - started:.0f} s")
     return BASE
@@ -110,7 +114,7 @@ def _build_thin(path: Path, base: Path, requirements: tuple[str, ...]) -> None:
     # the base's pip installs for the thin venv's interpreter, which sees the base's packages
     pip = [str(base_python), "-m", "pip", "--python", str(python), "install", "-q", "--no-compile"]
     _quietly([*pip, TORCH, *requirements])
-    _deduplicate(path)
+    deduplicate(path)
     (path / READY).write_text("\n".join(requirements) + "\n")
     announce(
         f"release venvs: built {' '.join(requirements)} in {time.monotonic() - started:.0f} s"
@@ -130,8 +134,13 @@ def _site_packages(python: Path) -> Path:
     return folder
 
 
-def _deduplicate(path: Path) -> None:
-    """Replace each regular file under ``path`` by a hard link to its one copy in the store."""
+def deduplicate(path: Path) -> None:
+    """Replace each regular file under ``path`` by a hard link to its one copy in the store (the
+    base, the thin venvs and the README test's venv). A folder on another disk than the store
+    (a cache moved by its variable) keeps its own copies."""
+    STORE.mkdir(parents=True, exist_ok=True)
+    if path.stat().st_dev != STORE.stat().st_dev:
+        return
     for file in path.rglob("*"):
         if file.is_symlink() or not file.is_file():
             continue
@@ -150,9 +159,11 @@ def _deduplicate(path: Path) -> None:
             os.link(file, stored)
 
 
-def _evict(keep: Path) -> None:
-    """Remove the thin venvs used longest ago (not ``keep``, none in use) until under the budget."""
-    if _disk_bytes(CACHE) <= BUDGET_BYTES:
+def _evict(keep: Path, budget: int | None = None) -> None:
+    """Remove the thin venvs used longest ago (not ``keep``, none in use) until under ``budget``
+    (the cache's own by default)."""
+    budget = BUDGET_BYTES if budget is None else budget
+    if _disk_bytes(CACHE) <= budget:
         return
     ready = sorted(THIN.glob(f"*/{READY}"), key=lambda marker: marker.stat().st_mtime)
     for marker in ready:
@@ -167,7 +178,7 @@ def _evict(keep: Path) -> None:
             shutil.rmtree(venv, ignore_errors=True)
         announce(f"release venvs: removed {venv.name} (least recently used; the cache's budget)")
         _drop_unlinked_store_files()
-        if _disk_bytes(CACHE) <= BUDGET_BYTES:
+        if _disk_bytes(CACHE) <= budget:
             return
 
 

@@ -29,6 +29,7 @@ from packaging.utils import canonicalize_name
 from support import needs_package_index
 
 from attn_doctor._compat import tomllib
+from tests import release_venvs
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(
@@ -79,6 +80,7 @@ def readme_venv() -> Path:
             words = shlex.split(part)
             assert words[0] == "pip", install
             _run([python, "-m", "pip", *words[1:]], cwd=REPO)
+        release_venvs.deduplicate(path)  # torch's files are the release venvs' base's: one copy
         (path / ".ready").write_text(install + "\n")
     return path
 

@@ -25,7 +25,7 @@ def thin_venv(cache: Path, name: str, files: dict[str, bytes], last_used: float)
     for relative, content in files.items():
         (venv / relative).parent.mkdir(parents=True, exist_ok=True)
         (venv / relative).write_bytes(content)
-    release_venvs._deduplicate(venv)
+    release_venvs.deduplicate(venv)
     (venv / release_venvs.READY).write_text(name)
     os.utime(venv / release_venvs.READY, (last_used, last_used))
     return venv
@@ -47,7 +47,7 @@ def test_same_bytes_with_another_mode_stay_apart(cache: Path) -> None:
     (cache / "envs" / "b" / "bin").mkdir(parents=True)
     (cache / "envs" / "b" / "bin" / "tool").write_bytes(b"#!/bin/sh\n")
     (cache / "envs" / "b" / "bin" / "tool").chmod(0o755)
-    release_venvs._deduplicate(cache / "envs" / "b")
+    release_venvs.deduplicate(cache / "envs" / "b")
     assert (first / "bin/tool").stat().st_mode & 0o111 == 0
     assert (cache / "envs" / "b" / "bin" / "tool").stat().st_mode & 0o111
 

@@ -51,6 +51,7 @@ TORCH = "torch==2.13.0"
 BASE = CACHE / "base"
 STORE = CACHE / "store"
 THIN = CACHE / "envs"
+STORE_LOCK = CACHE / "store.lock"  # one process at a time links into the store or removes from it
 READY = ".ready"  # written last: a venv without it is a build that did not finish
 
 
@@ -141,6 +142,11 @@ def deduplicate(path: Path) -> None:
     STORE.mkdir(parents=True, exist_ok=True)
     if path.stat().st_dev != STORE.stat().st_dev:
         return
+    with _locked(STORE_LOCK):
+        _link_into_store(path)
+
+
+def _link_into_store(path: Path) -> None:
     for file in path.rglob("*"):
         if file.is_symlink() or not file.is_file():
             continue
@@ -163,9 +169,13 @@ def _evict(keep: Path, budget: int | None = None) -> None:
     """Remove the thin venvs used longest ago (not ``keep``, none in use) until under ``budget``
     (the cache's own by default)."""
     budget = BUDGET_BYTES if budget is None else budget
-    if _disk_bytes(CACHE) <= budget:
-        return
-    ready = sorted(THIN.glob(f"*/{READY}"), key=lambda marker: marker.stat().st_mtime)
+    with _locked(STORE_LOCK):
+        if _disk_bytes(CACHE) > budget:
+            _evict_locked(keep, budget)
+
+
+def _evict_locked(keep: Path, budget: int) -> None:
+    ready = sorted(THIN.glob(f"*/{READY}"), key=_mtime)
     for marker in ready:
         venv = marker.parent
         if venv == keep:
@@ -182,6 +192,13 @@ def _evict(keep: Path, budget: int | None = None) -> None:
             return
 
 
+def _mtime(marker: Path) -> float:
+    try:
+        return marker.stat().st_mtime
+    except FileNotFoundError:  # a venv being rebuilt: the newest, not a candidate
+        return float("inf")
+
+
 def _drop_unlinked_store_files() -> None:
     for stored in STORE.glob("*/*"):
         if stored.stat().st_nlink == 1:
@@ -194,7 +211,10 @@ def _disk_bytes(folder: Path) -> int:
     total = 0
     for root, _, files in os.walk(folder):
         for name in files:
-            status = os.lstat(os.path.join(root, name))
+            try:
+                status = os.lstat(os.path.join(root, name))
+            except FileNotFoundError:  # pip's own temporary files come and go during a build
+                continue
             if status.st_ino not in seen:
                 seen.add(status.st_ino)
                 total += status.st_blocks * 512

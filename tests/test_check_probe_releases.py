@@ -13,11 +13,15 @@ A, A_4D = "gemma2-fa2-cu-seqlens", "transformers-fa2-4d-attention-mask"
 GENERATE = "gemma2-fa2-generate-4d-mask"
 D, E = "transformers-flex-blockmask-no-dim", "transformers-flex-pad-none-key-length"
 AFFECTED, CLEAN, SKIPPED = "affected-by-probe", "not-affected-by-probe", "skipped"
-# the code paths the probes drive, declared in use (a probe shows the library's bug, not the user's use)
+# the code paths the probes drive, declared in use (a probe shows the library's bug, not the user's use),
+# with the model whose code they drive (the Gemma-2 rules hold for Gemma-2 only)
 USED = [
-    arg
-    for feature in ("flash_attention_2", "flex_attention", "generate", "attention_mask_4d")
-    for arg in ("--feature", feature)
+    *(
+        arg
+        for feature in ("flash_attention_2", "flex_attention", "generate", "attention_mask_4d")
+        for arg in ("--feature", feature)
+    ),
+    *("--model", "gemma2"),
 ]
 
 EXPECTED = {  # release -> (probe verdict per rule, exit code)

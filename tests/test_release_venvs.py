@@ -17,6 +17,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(release_venvs, "CACHE", tmp_path)
     monkeypatch.setattr(release_venvs, "STORE", tmp_path / "store")
     monkeypatch.setattr(release_venvs, "THIN", tmp_path / "envs")
+    monkeypatch.setattr(release_venvs, "STORE_LOCK", tmp_path / "store.lock")
     return tmp_path
 
 

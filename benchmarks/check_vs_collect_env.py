@@ -10,7 +10,10 @@ FlashAttention-2, packing and torch.compile), so its time includes the project s
 - `check --no-scan (project)`: no scan, for the scan's own cost;
 - `check, scan needed`: `--pin transformers==4.44.0`, whose FA2 rules depend on the features in use,
   so the scan must run (on this machine's own stack no rule needs a feature, and the scan, which
-  runs only when a feature's use is asked, reads no file).
+  runs only when a feature's use is asked, reads no file);
+- two floors, which no `check` can go below as it is built: `floor: import typer` (the interpreter
+  and the CLI framework) and `floor: check's modules` (the interpreter importing the modules a
+  check runs: the fact model, the rules engine, the report; no typer, nothing run).
 
 Target: `check (project)` at most 5% of collect_env's wall time (issue 36; 8% before); each node
 check (`--format npd`, `prometheus`, `verdict`, deploy/'s NPD plugin and SLURM Prolog on this
@@ -33,6 +36,10 @@ import time
 from pathlib import Path
 
 TARGET_RATIO = 0.05
+CHECK_MODULES = (
+    "import attn_doctor.check, attn_doctor.config, attn_doctor.engine.loader, "
+    "attn_doctor.facts.assemble, attn_doctor.report.text"
+)
 REPO = Path(__file__).resolve().parents[1]
 
 MODULE = '''"""Model code {index}: a decoder block and its helpers."""
@@ -151,6 +158,8 @@ def main() -> None:
             "check, scan needed, cold cache": (needs_scan, {**base, "ATTN_DOCTOR_CACHE": str(cold)}),
             "torch collect_env": ([sys.executable, "-m", "torch.utils.collect_env"], base),
             **node_checks(base),
+            "floor: import typer": ([sys.executable, "-c", "import typer"], base),
+            "floor: check's modules": ([sys.executable, "-c", CHECK_MODULES], base),
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
         cpu: dict[str, list[float]] = {name: [] for name in commands}

@@ -78,7 +78,13 @@ NOTEBOOK = json.dumps(
         ("attn.py", "import xformers.ops as xops\n", "xformers"),
         ("pipe.py", "pipe.enable_xformers_memory_efficient_attention()\n", "xformers"),
         ("rope.py", "from fla.modules import FusedRMSNorm, RotaryEmbedding\n", "rotary_embedding"),
-        ("rope.py", "from flash_attn.layers.rotary import apply_rotary_emb\n", "rotary_embedding"),
+        ("attn.py", "o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)\n", "attention_mask"),
+        (
+            "attn.py",
+            "o = F.scaled_dot_product_attention(\n    q, k, v, attn_mask=m.to(q.dtype))\n",
+            "attention_mask",
+        ),
+        ("gen.py", 'tok = AutoTokenizer.from_pretrained(p, padding_side="left")\n', "attention_mask"),
         ("attn.py", "flash_attn_func(q, k, v, window_size=(4096, 0))\n", "sliding_window"),
         ("attn.py", "flash_attn_func(q, k, v, softcap=50.0)\n", "softcap"),
         ("train.py", 'name = "google/gemma-2-9b"\n', "softcap"),
@@ -116,6 +122,23 @@ def test_signal(tmp_path: Path, name: str, text: str, expected: str):
 def test_no_signal(tmp_path: Path, name: str, text: str):
     write(tmp_path, name, text)
     assert features_of(tmp_path) == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "absent"),
+    [
+        # Megatron-LM's rope_utils.py: flash-attn's rotary kernel, not fla's RotaryEmbedding
+        ("rope.py", "from flash_attn.layers.rotary import apply_rotary_emb\n", "rotary_embedding"),
+        # Open-Sora's SDPA call passes no mask (issue 37); None is none either
+        ("attn.py", "x = F.scaled_dot_product_attention(q, k, v, dropout_p=p)\n", "attention_mask"),
+        ("attn.py", "x = F.scaled_dot_product_attention(q, k, v, attn_mask=None)\n", "attention_mask"),
+        ("attn.py", "x = F.scaled_dot_product_attention(q, k, v)\nmask = f(attn_mask=m)\n", "attention_mask"),
+    ],
+)
+def test_not_this_signal(tmp_path: Path, name: str, text: str, absent: str):
+    write(tmp_path, name, text)
+    found = features_of(tmp_path)
+    assert found and absent not in found, found
 
 
 @pytest.mark.parametrize(
@@ -287,3 +310,14 @@ def test_a_notebook_counts_by_its_code_not_its_outputs(tmp_path: Path):
     write(tmp_path, "explore.ipynb", json.dumps(notebook))
     found = features_of(tmp_path)
     assert set(found) == {"generate"}
+
+
+@pytest.mark.parametrize("folder", ["third_party/transformers", "vendor/xformers", "libs/apex"])
+def test_a_bundled_copy_of_another_project_is_not_the_projects_code(tmp_path: Path, folder: str):
+    """Issue 37: vendored code counted as the project's own features. A git submodule (its ``.git``
+    is a file) or a third_party/ or vendor/ folder is another project's code."""
+    write(tmp_path, f"{folder}/attention.py", "import xformers.ops as xops\n")
+    if folder == "libs/apex":
+        write(tmp_path, f"{folder}/.git", "gitdir: ../../.git/modules/apex\n")
+    write(tmp_path, "train.py", "model = torch.compile(model)\n")
+    assert features_of(tmp_path) == {"torch_compile": ["train.py:1"]}

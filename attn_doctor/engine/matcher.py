@@ -368,7 +368,34 @@ def _uses(affects: Affects, env: Environment) -> list[Reason]:
     reasons = [_features(affects.features, env)] if affects.features else []
     if affects.models and not any(reason.holds is False for reason in reasons):
         reasons.append(_models(affects.models, env))
+    if reasons and all(reason.holds for reason in reasons) and (tied := _together(affects, env)):
+        reasons.append(tied)
     return reasons
+
+
+def _together(affects: Affects, env: Environment) -> Reason | None:
+    """A project scan's finds count together only where one file shows them: FlashAttention-2 in
+    one config and a Gemma-2 model in another are two code paths, not one (a source tree is the
+    build's, and a declared feature or model holds everywhere). None: nothing needs tying."""
+    features = tuple(name for name in affects.features if name not in EVIDENT_FEATURES)
+    where = env.features.together(features, affects.models)
+    if where:
+        return Reason("features", True, f"used together in {where}", evidence=(where,))
+    if where == "":
+        return None
+    found = env.features.models()
+    names = (*features, *(family for family in affects.models if family in found))
+    places = "; ".join(
+        f"{name} {_places(found[name].evidence if name in found else env.features.evidence(name))}".strip()
+        for name in names
+    )
+    return Reason(
+        "features",
+        None,
+        f"applies if {' and '.join(names)} are used together: the project shows them only in "
+        f"separate files ({places})",
+        unknown_features=names,
+    )
 
 
 def _models(families: tuple[str, ...], env: Environment) -> Reason:

@@ -423,12 +423,18 @@ def _add_project_scan(scan: ProjectScan, features: FeatureSet) -> None:
 
     source = f"project scan of {scan.root}"
 
-    def facts(hits: list[Hit]) -> list[FeatureFact]:
-        return [FeatureFact(hit.feature, True, source, (hit.where,)) for hit in hits]
+    def facts(hits: list[Hit], scoped: bool) -> list[FeatureFact]:
+        return [FeatureFact(hit.feature, True, source, (hit.where,), scoped) for hit in hits]
 
-    features.add_later(lambda: facts(scan.source_trees()), SOURCE_TREE_FEATURES)
+    def contents_facts() -> list[FeatureFact]:
+        found = scan.contents()
+        features.add_scopes(found.scopes)
+        return facts(found.hits, scoped=True)
+
+    # a source tree is the build's, whatever code path runs: it holds everywhere
+    features.add_later(lambda: facts(scan.source_trees(), scoped=False), SOURCE_TREE_FEATURES)
     contents = frozenset(FEATURES) - {"source_build"} | {MODELS}
-    features.add_later(lambda: facts(scan.contents().hits), contents)
+    features.add_later(contents_facts, contents)
 
 
 def _site_packages(path: Path) -> tuple[Path, str]:

@@ -8,6 +8,11 @@ assumed to be in use.
 
 The model families the code runs (facts/model_families.py) are kept here too: the same scan and
 the same log find them, and the same files carry them.
+
+A scan's fact is **scoped**: it holds in the files of its evidence, not for the whole program. A
+rule that needs several things (FlashAttention-2, a sliding window, a Gemma-2 model) is affected
+only where one file shows them together (``together``); found only in separate files, they are
+"applies if used together". What the user declares, or a log shows, holds everywhere.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ FEATURES: tuple[str, ...] = (
     "sliding_window",
     "softcap",
     "alibi",
+    "attention_mask",
     "attention_mask_4d",
     "generate",
     "rotary_embedding",
@@ -53,6 +59,7 @@ class FeatureFact:
     in_use: bool
     source: str  # "--feature", "--model", "pyproject.toml [tool.attn-doctor] features", "project scan", ...
     evidence: tuple[str, ...] = ()  # file:line where the project shows it, at most a few
+    scoped: bool = False  # holds only in the files that show it (a project scan's find)
 
 
 Provider = tuple[frozenset[str] | None, Callable[[], list[FeatureFact]]]
@@ -71,6 +78,8 @@ class FeatureSet:
         # or a log from another machine) their absence is not known
         self.searched = False
         self._providers: list[Provider] = []
+        # the scan's files and what each shows (features and model families), for ``together``
+        self._scopes: list[tuple[str, frozenset[str]]] = []
 
     @property
     def facts(self) -> dict[str, FeatureFact]:
@@ -112,6 +121,27 @@ class FeatureSet:
         fact = self.facts.get(name)
         return () if fact is None else fact.evidence
 
+    def add_scopes(self, scopes: list[tuple[str, frozenset[str]]]) -> None:
+        """The files a scan read, each with the names it shows (ScanResult.scopes)."""
+        self._scopes.extend(scopes)
+
+    def together(self, features: tuple[str, ...], families: tuple[str, ...]) -> str | None:
+        """The first file that shows every scoped one of ``features`` with one of ``families`` in
+        use (none asked: with the features alone); "" when nothing needs tying (fewer than two
+        scoped things, or each holds everywhere); None when no file shows them together."""
+        self._gather(None)
+        self._gather(MODELS)
+        scoped = {name for name in features if (fact := self._facts.get(name)) is not None and fact.scoped}
+        found = [self._models[name] for name in families if name in self._models]
+        family_scoped = bool(found) and all(fact.scoped for fact in found)
+        if len(scoped) + family_scoped < 2:
+            return ""
+        wanted = {fact.name for fact in found} if family_scoped else set()
+        for where, names in self._scopes:
+            if scoped <= names and (not wanted or wanted & names):
+                return where
+        return None
+
     def in_use(self) -> list[str]:
         return sorted(name for name, fact in self.facts.items() if fact.in_use)
 
@@ -125,7 +155,8 @@ class FeatureSet:
         elif known.in_use == fact.in_use:
             evidence = (*known.evidence, *fact.evidence)
             source = known.source if fact.source == known.source else f"{known.source}; {fact.source}"
-            facts[fact.name] = FeatureFact(fact.name, fact.in_use, source, evidence)
+            scoped = known.scoped and fact.scoped  # declared or from the log: it holds everywhere
+            facts[fact.name] = FeatureFact(fact.name, fact.in_use, source, evidence, scoped)
 
     @classmethod
     def declare(cls, names: list[str], source: str) -> FeatureSet:

@@ -158,8 +158,8 @@ class Environment:
         data = asdict(replace(self, features=FeatureSet()))
         data["features"] = {
             "declared": self.features.declared,
-            "facts": [asdict(fact) for fact in self.features.facts.values()],
-            "models": [asdict(fact) for fact in self.features.models().values()],
+            "facts": [_feature_json(fact) for fact in self.features.facts.values()],
+            "models": [_feature_json(fact) for fact in self.features.models().values()],
             "searched": self.features.searched,
         }
         return {"schema": ENV_SCHEMA_ID, "schema_version": ENV_SCHEMA_VERSION, **data}
@@ -376,6 +376,14 @@ def _features(value: Any, source: str) -> FeatureSet:
         raise _BadField(f"features.searched: {searched!r} is not true or false")
     features.searched = searched
     return features
+
+
+def _feature_json(fact: FeatureFact) -> dict[str, Any]:
+    """A feature fact as the env file keeps it: without ``scoped``, as the scan's files (what each
+    shows) stay on the machine that scanned; read back, its facts hold everywhere."""
+    data = asdict(fact)
+    del data["scoped"]
+    return data
 
 
 def _text(value: Any) -> str:

@@ -8,8 +8,9 @@ transformers, TRL, axolotl and LLaMA-Factory spell them, imports and calls of fl
 generate and training, and the model families it runs (facts/model_families.py). Each hit is
 evidence ``file:line``.
 
-Bounded: version-control folders, virtual environments, site-packages, node_modules and build
-outputs are skipped, and so are files over MAX_FILE_BYTES; at most MAX_FILES files are read.
+Bounded: version-control folders, virtual environments, site-packages, node_modules, build
+outputs and bundled copies of other projects (third_party/, vendor/, git submodules) are skipped,
+and so are files over MAX_FILE_BYTES; at most MAX_FILES files are read.
 Each file is tested for a few literals (substring search) before any regex runs, and the per-file
 results are cached by (size, mtime) so an unchanged project costs a walk and a stat per file.
 """
@@ -41,6 +42,9 @@ SKIP_FOLDERS = {
     "wandb",
     "mlruns",
 }
+# bundled copies of other projects: their code is not the project's code path (a flash-attention
+# checkout among them still counts as a source build: ProjectScan.source_trees looks there)
+VENDORED_FOLDERS = {"third_party", "third-party", "thirdparty", "3rdparty", "vendor", "vendored", "_vendor"}
 # files that make their folder a flash-attention source tree (a source build of FA2 or FA3)
 SOURCE_TREE_MARKERS = {
     ("hopper", "flash_fwd_kernel_sm90.h"): ("source_build", "flash_attention_3"),
@@ -75,6 +79,10 @@ _IMPORT_FLASH_ATTN = rb"^\s*(?:from\s+flash_attn(?:\.[\w.]+)?\s+import\b|import\
 _IMPORT_FA3 = rb"^\s*(?:from|import)\s+(?:hopper\.)?(?:flash_attn_interface|flash_attn_3)\b"
 _FLEX = rb"\bflex_attention\s*\(|^\s*from\s+torch\.nn\.attention\.flex_attention\s+import\b"
 _XFORMERS = rb"^\s*(?:from\s+xformers(?:\.\w+)*\s+import\b|import\s+xformers\b)|xformers_memory_efficient"
+# an SDPA call given a mask (not None); its arguments may hold one level of parentheses
+_SDPA_WITH_MASK = (
+    rb"\bscaled_dot_product_attention\s*\((?:[^()]|\([^()]*\))*?\battn_mask\s*=\s*(?!None\b)[\w(]"
+)
 _FLA_ROTARY = rb"^\s*from\s+fla\.modules(?:\.rotary)?\s+import\b[^\n]*\bRotaryEmbedding\b"
 
 
@@ -121,16 +129,16 @@ SIGNALS: tuple[Signal, ...] = (
     _signal("sdpa", "scaled_dot_product_attention", rb"\bscaled_dot_product_attention\s*\("),
     _signal("sdpa", "sdp", rb"\bsdpa?_kernel\s*\("),
     _signal("xformers", "xformers", _XFORMERS),
+    # fla's RotaryEmbedding only: flash-attn's flash_attn.layers.rotary is another kernel
     _signal("rotary_embedding", "RotaryEmbedding", _FLA_ROTARY),
-    _signal(
-        "rotary_embedding", "flash_attn.layers.rotary", rb"^\s*from\s+flash_attn\.layers\.rotary\s+import\b"
-    ),
     # what the attention is asked to do
     _signal("sliding_window", "window_size", rb"\bwindow_size\s*=\s*\(\s*[1-9]"),
     _signal("sliding_window", "sliding_window", rb"\bsliding_window" + _VALUE + rb"[1-9]"),
     _signal("softcap", "softcap", rb"\bsoftcap\s*=\s*[1-9]|attn_logit_softcapping" + _VALUE + rb"[1-9]"),
     _signal("softcap sliding_window", "emma", rb"[Gg]emma[-_]?2\b|Gemma2"),
     _signal("sliding_window", "emma", rb"[Gg]emma[-_]?3\b|Gemma3"),
+    _signal("attention_mask", "attn_mask", _SDPA_WITH_MASK),
+    _signal("attention_mask", "padding_side", rb"\bpadding_side" + _VALUE + rb"left\b"),
     _signal("alibi", "alibi_slopes", rb"\balibi_slopes\s*="),
     _signal("head_dim_256", "head_dim", rb"\bhead_dim" + _VALUE + rb"256\b"),
     _signal("dropout", "dropout", rb"\b(?:dropout_p|attention_dropout)" + _VALUE + rb"0*\.0*[1-9]"),
@@ -163,6 +171,8 @@ class Hit:
 class ScanResult:
     root: Path
     hits: list[Hit] = field(default_factory=list)
+    # every file with a hit and the names it shows: what one file shows together (FeatureSet.together)
+    scopes: list[tuple[str, frozenset[str]]] = field(default_factory=list)
     files_read: int = 0
     cached: int = 0
     truncated: bool = False  # MAX_FILES reached
@@ -245,6 +255,8 @@ class ProjectScan:
                 cache.put(relative, entry, hits)
             else:
                 result.cached += 1
+            if hits:
+                result.scopes.append((relative, frozenset(feature for feature, _ in hits)))
             for feature, line in hits:
                 found.setdefault(feature, [])
                 if len(found[feature]) < EVIDENCE_PER_FEATURE:
@@ -270,6 +282,8 @@ def _files(root: Path, exclude: tuple[str, ...]) -> list[tuple[str, os.DirEntry[
             continue  # a virtual environment or conda env inside the project
         if any(name.endswith(".dist-info") for name in names):
             continue  # installed packages (a site-packages, an unpacked wheel): not the project's code
+        if prefix and ".git" in names:
+            continue  # a git submodule: another project, bundled
         folder_name = os.path.basename(folder)
         subfolders = []
         for entry in entries:
@@ -278,7 +292,7 @@ def _files(root: Path, exclude: tuple[str, ...]) -> list[tuple[str, os.DirEntry[
                 continue
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if _worth_entering(entry.name):
+                    if _worth_entering(entry.name) and entry.name.lower() not in VENDORED_FOLDERS:
                         subfolders.append((entry.path, relative + "/"))
                 elif entry.is_file(follow_symlinks=False) and (
                     entry.name.endswith(SUFFIXES) or (folder_name, entry.name) in SOURCE_TREE_MARKERS

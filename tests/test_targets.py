@@ -132,11 +132,11 @@ def test_source_build_rules_need_a_source(tmp_path, monkeypatch, no_gpu):
 
 def test_project_option_and_its_pyproject_exclude(tmp_path):
     project = tmp_path / "proj"
-    (project / "vendor").mkdir(parents=True)
-    (project / "vendor" / "x.py").write_text("import xformers.ops\n")
+    (project / "legacy").mkdir(parents=True)
+    (project / "legacy" / "x.py").write_text("import xformers.ops\n")
     scanned = report("--project", project)["environment"]["features"]["facts"]
-    assert [(fact["name"], fact["evidence"]) for fact in scanned] == [("xformers", ["vendor/x.py:1"])]
-    (project / "pyproject.toml").write_text('[tool.attn-doctor]\nexclude = ["vendor"]\n')
+    assert [(fact["name"], fact["evidence"]) for fact in scanned] == [("xformers", ["legacy/x.py:1"])]
+    (project / "pyproject.toml").write_text('[tool.attn-doctor]\nexclude = ["legacy"]\n')
     assert report("--project", project)["environment"]["features"]["facts"] == []
 
 

@@ -10,6 +10,7 @@ from attn_doctor.check import CheckResult
 from attn_doctor.engine.matcher import Finding, Verdict, pending_features
 from attn_doctor.facts.model import Environment
 from attn_doctor.report import install
+from attn_doctor.report.tally import tally
 
 REPORT_SCHEMA_ID = "attn-doctor/report"
 REPORT_SCHEMA_VERSION = 1
@@ -47,7 +48,7 @@ def _finding_dict(finding: Finding, env: Environment) -> dict[str, Any]:
 
 def to_json(result: CheckResult) -> str:
     failing = {f.rule.id for f in result.failing()}
-    counts = {v.value: sum(f.verdict is v for f in result.findings) for v in Verdict}
+    counts = tally(result.findings)
     document = {
         "schema": REPORT_SCHEMA_ID,
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -59,7 +60,15 @@ def to_json(result: CheckResult) -> str:
         ],
         "problems": result.problems,
         "notes": result.notes,
-        "summary": {**counts, "failing": len(failing), "applies_if_used": _applies_if_used(result.findings)},
+        "summary": {
+            "affected": counts.affected,
+            "unknown": counts.unknown,
+            "only_if_used": counts.only_if_used,
+            "not-affected": counts.not_affected,
+            "ignored": counts.ignored,
+            "failing": len(failing),
+            "applies_if_used": _applies_if_used(result.findings),
+        },
         "exit_code": result.exit_code,
     }
     return json.dumps(document, indent=2)

@@ -259,21 +259,15 @@ def _fact(label: str, value: str, origin: str | None) -> Line:
 
 
 def _summary_line(result: CheckResult) -> Line:
-    counts = {
-        verdict: sum(
-            f.verdict is verdict and f.ignored is None and not _conditional(f) for f in result.findings
-        )
-        for verdict in Verdict
-    }
-    conditional = sum(_conditional(f) for f in result.findings)
-    ignored = sum(f.ignored is not None for f in result.findings)
+    from attn_doctor.report.tally import tally
+
+    counts = tally(result.findings)
     failing = len(result.failing())
+    only_if_used = f" ({counts.only_if_used} only if you use a feature)" if counts.only_if_used else ""
     text = (
-        f"{counted(len(result.findings), 'rule')}: {counts[Verdict.AFFECTED]} affected, "
-        f"{counts[Verdict.UNKNOWN]} unknown, "
-        + (f"{conditional} only if you use a feature, " if conditional else "")
-        + f"{counts[Verdict.NOT_AFFECTED]} not affected"
-        + (f", {ignored} ignored" if ignored else "")
+        f"{counted(len(result.findings), 'rule')}: {counts.affected} affected, "
+        f"{counts.unknown} unknown{only_if_used}, {counts.not_affected} not affected"
+        + (f", {counts.ignored} ignored" if counts.ignored else "")
         + f"; {failing} at or above --fail-on {result.fail_on}"
     )
     return (text, "bold red" if failing else "bold green")

@@ -183,6 +183,8 @@ def _target(options: dict[str, Any]) -> "EnvironmentInputs":
         dockerfile=options["dockerfile"],
         stage=options["stage"],
         models=options["model"],
+        driver=options["driver"],
+        nvcc=options["nvcc"],
     )
 
 
@@ -246,6 +248,14 @@ GpuOption = Annotated[
     typer.Option(
         "--gpu", help="Target GPU instead of this machine's (repeatable): sm_90, 9.0, H100, A100, L4, ..."
     ),
+]
+DriverOption = Annotated[
+    str | None,
+    typer.Option("--driver", help="The target GPUs' NVIDIA driver, e.g. 570.86.15 (with --gpu)."),
+]
+NvccOption = Annotated[
+    str | None,
+    typer.Option("--nvcc", help="The target's CUDA toolkit (nvcc), e.g. 12.8, or none."),
 ]
 PinOption = Annotated[list[str], typer.Option("--pin", help="NAME==VERSION to assume (repeatable).")]
 RequirementsOption = Annotated[
@@ -330,6 +340,8 @@ ProbeTimeoutOption = Annotated[
 def check(
     ctx: typer.Context,
     gpu: GpuOption = [],  # noqa: B006 - typer reads the default, never mutates it
+    driver: DriverOption = None,
+    nvcc: NvccOption = None,
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
     image: ImageOption = None,
@@ -601,6 +613,8 @@ def repro(
 def report(
     ctx: typer.Context,
     gpu: GpuOption = [],  # noqa: B006
+    driver: DriverOption = None,
+    nvcc: NvccOption = None,
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
     image: ImageOption = None,
@@ -661,6 +675,8 @@ def report(
 def fix(
     ctx: typer.Context,
     gpu: GpuOption = [],  # noqa: B006
+    driver: DriverOption = None,
+    nvcc: NvccOption = None,
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
     image: ImageOption = None,
@@ -723,6 +739,8 @@ def wheel(
         ),
     ],
     gpu: GpuOption = [],  # noqa: B006
+    driver: DriverOption = None,
+    nvcc: NvccOption = None,
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
     image: ImageOption = None,
@@ -778,6 +796,8 @@ def wheel(
 def explain(
     log: Annotated[str, typer.Argument(help="A traceback or log file; - (the default) reads stdin.")] = "-",
     gpu: GpuOption = [],  # noqa: B006
+    driver: DriverOption = None,
+    nvcc: NvccOption = None,
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
     image: ImageOption = None,

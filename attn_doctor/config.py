@@ -12,12 +12,14 @@ from attn_doctor.facts.features import check_feature_name, check_model_family
 from attn_doctor.inputs import parse_toml, read_text
 
 FAIL_ON_LEVELS = (*SEVERITIES, "never")
-_KEYS = {"gpus", "fail-on", "features", "models", "ignore", "scan", "exclude"}
+_KEYS = {"gpus", "driver", "nvcc", "fail-on", "features", "models", "ignore", "scan", "exclude"}
 
 
 @dataclass
 class Config:
     gpus: list[str] = field(default_factory=list)
+    driver: str | None = None  # the target GPUs' NVIDIA driver, as --driver
+    nvcc: str | None = None  # the target's CUDA toolkit ("none": it has none), as --nvcc
     fail_on: str | None = None
     features: list[str] | None = None
     models: list[str] | None = None  # the model families the code runs, as --model
@@ -60,6 +62,11 @@ def load_config(path: Path | None, option: str | None = None) -> Config:
         raise InputError(source, f"unknown key {unknown[0]!r} (known: {', '.join(sorted(_KEYS))})")
     config = Config(path=path)
     config.gpus = _strings(section.get("gpus", []), f"{source} gpus")
+    for key in ("driver", "nvcc"):
+        value = section.get(key)
+        if value is not None and not isinstance(value, str):
+            raise InputError(f"{source} {key}", 'must be a version string such as "570.86" or "12.8"')
+        setattr(config, key, value)
     fail_on = section.get("fail-on")
     if fail_on is not None and fail_on not in FAIL_ON_LEVELS:
         raise InputError(f"{source} fail-on", f"must be one of {', '.join(FAIL_ON_LEVELS)}")

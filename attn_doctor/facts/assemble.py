@@ -90,6 +90,8 @@ class EnvironmentInputs:
     image: str | None = None  # --image: a container image whose contents are known
     dockerfile: Path | None = None  # --dockerfile: its FROM image and pinned installs
     stage: str | None = None  # --stage: the Dockerfile stage (default: the last)
+    driver: str | None = None  # --driver: the target GPUs' NVIDIA driver
+    nvcc: str | None = None  # --nvcc: the target's CUDA toolkit, "none" for none
 
     @property
     def declares_packages(self) -> bool:
@@ -117,6 +119,8 @@ def target(
     dockerfile: Path | None = None,
     stage: str | None = None,
     models: list[str] | None = None,
+    driver: str | None = None,
+    nvcc: str | None = None,
 ) -> EnvironmentInputs:
     """The inputs as the commands' options give them (``--no-scan`` and all)."""
     if stage is not None and dockerfile is None:
@@ -137,6 +141,8 @@ def target(
         image=image,
         dockerfile=dockerfile,
         stage=stage,
+        driver=driver,
+        nvcc=nvcc,
     )
 
 
@@ -182,8 +188,37 @@ def assemble(inputs: EnvironmentInputs, config: Config) -> tuple[Environment, li
         source = "--gpu" if inputs.gpus else f"{config.path} [tool.attn-doctor] gpus"
         env.gpus = [gpus.target_gpu(spec, source) for spec in targets]
         env.gpu_source = "target"
+    _stated_toolchain(env, inputs, config)
     env.features = ProjectFeatures(inputs, config).over(env.features)
     return env, problems
+
+
+_DRIVER = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){1,2}")  # 570.86, 580.159.04
+_TOOLKIT = re.compile(r"[0-9]{2}\.[0-9]{1,2}(\.[0-9]{1,3})?")  # 12.8, 12.8.93
+
+
+def _stated_toolchain(env: Environment, inputs: EnvironmentInputs, config: Config) -> None:
+    """``--driver`` and ``--nvcc`` (else the pyproject's ``driver`` and ``nvcc``): what a declared
+    target cannot probe, stated once instead of left unknown in every CI run. The driver is the
+    target GPUs'; "none" for nvcc says the target has no CUDA toolkit (a runtime image)."""
+    for option, value in (("--driver", inputs.driver), ("--nvcc", inputs.nvcc)):
+        if value is None and getattr(config, option[2:]) is not None:
+            value, option = getattr(config, option[2:]), f"{config.path} [tool.attn-doctor] {option[2:]}"
+        if value is None:
+            continue
+        if option.endswith("driver"):
+            if not _DRIVER.fullmatch(value):
+                raise InputError(f"{option} {value!r}", "expected an NVIDIA driver version such as 570.86.15")
+            if not env.gpus:
+                raise InputError(f"{option} {value}", "is the driver of the target's GPUs: give --gpu too")
+            env.gpus = [replace(gpu, driver=value) for gpu in env.gpus]
+            env.origins["driver"] = option
+        elif value == "none":
+            env.nvcc, env.origins["nvcc"] = None, f"the target ({option} none)"
+        elif _TOOLKIT.fullmatch(value):
+            env.nvcc, env.origins["nvcc"] = value, option
+        else:
+            raise InputError(f"{option} {value!r}", "expected a CUDA toolkit version such as 12.8, or none")
 
 
 def _not_for_this_machine(inputs: EnvironmentInputs) -> str:

@@ -18,11 +18,11 @@ _NEEDS: dict[str, tuple[str, str]] = {
     matcher.MISSING_GPU: ("the GPU", "pass --gpu (H100, A100, L4, sm_90, ...)"),
     matcher.MISSING_DRIVER: (
         "the NVIDIA driver version",
-        "known only on the target: `attn-doctor probe --json` there, then --env-file",
+        "pass --driver (or driver in [tool.attn-doctor]), or `attn-doctor probe --json` on the target",
     ),
     matcher.MISSING_NVCC: (
         "the CUDA toolkit (nvcc) version",
-        "known only on the target: `attn-doctor probe --json` there, then --env-file",
+        "pass --nvcc (12.8, or none), or `attn-doctor probe --json` on the target",
     ),
     matcher.MISSING_TORCH_BUILD: ("torch's CUDA build", "pin torch with its build, e.g. torch==2.5.1+cu121"),
     matcher.MISSING_PYTHON: ("the Python version", "pass --python X.Y"),

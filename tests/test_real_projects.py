@@ -39,7 +39,12 @@ def test_project_toml(folder: Path) -> None:
     for name in project["files"]:
         assert not Path(name).is_absolute() and ".." not in Path(name).parts, name
         assert (tree / name).is_file(), f"{folder.name}: {name} listed but not in tree/"
-    copied = {str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file()}
+    copied = {
+        str(p.relative_to(tree))
+        for p in tree.rglob("*")
+        if p.is_file()
+        and not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(tree).parts)
+    }  # a tool's cache (.ruff_cache/) is not a copied file
     assert copied == set(project["files"]), f"{folder.name}: tree/ and files differ"
     seen = set()
     for entry in project["expected"]:

@@ -1,4 +1,2 @@
-from llava.train.train import train
-
-if __name__ == "__main__":
+# trimmed from haotian-liu/LLaVA llava/train/train_mem.py at c121f0432da2: only the lines the project scan reads
     train(attn_implementation="flash_attention_2")

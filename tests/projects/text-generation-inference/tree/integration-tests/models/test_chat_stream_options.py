@@ -1,15 +1,2 @@
-import pytest
-
-
-@pytest.fixture(scope="module")
-def chat_handle(launcher):
-    with launcher(
+# trimmed from huggingface/text-generation-inference integration-tests/models/test_chat_stream_options.py at db931fcf42da: only the lines the project scan reads
         "meta-llama/Meta-Llama-3.1-8B-Instruct",
-    ) as handle:
-        yield handle
-
-
-@pytest.fixture(scope="module")
-async def chat_client(chat_handle):
-    await chat_handle.health(300)
-    return chat_handle.client

@@ -1,25 +1,2 @@
-# Copyright (c) 2024, NVIDIA CORPORATION. All rights reserved.
-
-
-from megatron.core.export.model_type import ModelType
-
-try:
-    import tensorrt_llm
-
-    HAVE_TRTLLM = True
-except ImportError:
-    from unittest.mock import MagicMock
-
-    tensorrt_llm = MagicMock()
-    HAVE_TRTLLM = False
-
-TRT_MODEL_CONFIG = {
-    ModelType.gpt: tensorrt_llm.models.gpt.config.GPTConfig,
-    ModelType.gptnext: tensorrt_llm.models.gpt.config.GPTConfig,
-    ModelType.starcoder: tensorrt_llm.models.gpt.config.GPTConfig,
-    ModelType.mixtral: tensorrt_llm.models.llama.config.LLaMAConfig,
-    ModelType.llama: tensorrt_llm.models.llama.config.LLaMAConfig,
+# trimmed from NVIDIA/Megatron-LM megatron/core/export/trtllm/trt_model_config.py at d98e8a64ddf3: only the lines the project scan reads
     ModelType.gemma: tensorrt_llm.models.GemmaConfig,
-    ModelType.falcon: tensorrt_llm.models.falcon.config.FalconConfig,
-    ModelType.nemotron_nas: tensorrt_llm.models.nemotron_nas.config.DeciConfig,
-}

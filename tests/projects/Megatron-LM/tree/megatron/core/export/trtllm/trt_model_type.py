@@ -1,14 +1,3 @@
-# Copyright (c) 2024, NVIDIA CORPORATION. All rights reserved.
-
-from megatron.core.export.model_type import ModelType
-
-TRT_MODEL_TYPE_STRING = {
-    ModelType.gpt: 'GPTForCausalLM',
-    ModelType.gptnext: 'GPTForCausalLM',
-    ModelType.starcoder: 'GPTForCausalLM',
+# trimmed from NVIDIA/Megatron-LM megatron/core/export/trtllm/trt_model_type.py at d98e8a64ddf3: only the lines the project scan reads
     ModelType.mixtral: 'LlamaForCausalLM',
-    ModelType.llama: 'LlamaForCausalLM',
     ModelType.gemma: 'GemmaForCausalLM',
-    ModelType.falcon: 'FalconForCausalLM',
-    ModelType.nemotron_nas: 'DeciLMForCausalLM',
-}

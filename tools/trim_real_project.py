@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from attn_doctor.facts.project_scan import SIGNALS
 

@@ -43,6 +43,7 @@ FEATURES: tuple[str, ...] = (
     "dropout",
     "fp8",
     "head_dim_256",
+    "large_tensors",
     "varlen",
 )
 

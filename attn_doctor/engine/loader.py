@@ -26,9 +26,14 @@ class RuleSet:
 
     @property
     def stack_rules(self) -> list[Rule]:
-        """The rules `check` matches: faults the stack's facts decide. Installation faults and user
-        errors (kind install, usage) are properties of one run, named by `explain` from its log."""
-        return [rule for rule in self.rules if rule.kind == "bug"]
+        """The rules `check` matches: faults the stack's facts decide, and the user errors they show
+        (code that needs a package the target lacks: a usage rule with ``absent``). Installation
+        faults and other user errors are properties of one run, named by `explain` from its log."""
+        return [
+            rule
+            for rule in self.rules
+            if rule.kind == "bug" or (rule.kind == "usage" and rule.affects.absent)
+        ]
 
     def extend(self, *others: RuleSet) -> None:
         """Add each of ``others`` in turn (all at once: the ids are indexed once per call)."""

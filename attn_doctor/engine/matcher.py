@@ -116,6 +116,7 @@ def _verdict_of(reasons: tuple[Reason, ...]) -> Verdict:
 def _conditions(rule: Rule, env: Environment, observed: tuple[MissingName, ...]) -> list[Reason]:
     affects = rule.affects
     reasons = [_package(name, spec, env) for name, spec in affects.packages.items()]
+    reasons += [_absent(name, env) for name in affects.absent]
     for key, spec in affects.versions.items():
         reasons.append(_VERSION_CHECKS[key](spec, env))
     if affects.platform:
@@ -201,6 +202,17 @@ def _package(name: str, spec: SpecifierSet, env: Environment) -> Reason:
             missing=MISSING_VERSION,
         )
     return replace(_in_spec(name, name, package.version, spec), origin=package.origin)
+
+
+def _absent(name: str, env: Environment) -> Reason:
+    """Holds where the target does not install ``name``: the reverse of a package condition."""
+    package = env.packages.get(name)
+    if package is not None:
+        return Reason(
+            name, False, f"{name} {package.version or ''} is installed".replace("  ", " "), package.origin
+        )
+    missing = not_installed(name, name, env)
+    return replace(missing, holds=True) if missing.holds is False else missing
 
 
 def _in_releases(name: str, package: Package, spec: SpecifierSet) -> Reason:

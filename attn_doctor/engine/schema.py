@@ -38,11 +38,13 @@ PLATFORMS = ("linux", "windows", "darwin")
 # "install": an installation fault that versions cannot show (a binary built for another torch or
 # C++ ABI, a source build without its toolchain), seen only in a log; "usage": a known user error
 # (a dtype the GPU lacks, a build without torch in its environment). `explain` names all three,
-# saying which; `check` reports only bugs.
+# saying which; `check` reports bugs, and the usage errors a stack shows before any run: code that
+# needs a package the target does not install (``absent``).
 KINDS = ("bug", "install", "usage")
 VERSION_CONDITIONS = ("compute_capability", "cuda", "rocm", "nvcc", "driver", "python")
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _PIN = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?P<spec>[<>=!~].*)$")
 _TOP_KEYS = {
     "id",
@@ -75,6 +77,7 @@ API_TABLE_PACKAGES = ("transformers", "flash-attn", "triton", "xformers", "flash
 PREBUILT_WHEEL_PACKAGES = ("flash-attn",)
 _AFFECTS_KEYS = {
     "packages",
+    "absent",
     "platform",
     "features",
     "models",
@@ -91,6 +94,7 @@ _FIX_KEYS = {"summary", "pins", "plan"}
 @dataclass(frozen=True)
 class Affects:
     packages: dict[str, SpecifierSet] = field(default_factory=dict)
+    absent: tuple[str, ...] = ()  # packages the target does not install (the code still needs them)
     versions: dict[str, SpecifierSet] = field(default_factory=dict)  # VERSION_CONDITIONS
     platform: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
@@ -372,6 +376,12 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
         parsed = _specifier(spec, f"affects.packages.{name}", problems)
         if parsed is not None:
             packages[rule_name(name)] = parsed
+    absent = value.get("absent", [])
+    if not isinstance(absent, list) or not all(
+        isinstance(name, str) and _PACKAGE.match(name) for name in absent
+    ):
+        problems.add("affects.absent", 'must be a list of package names, e.g. ["flash-attn"]')
+        absent = []
     versions = {}
     for key in VERSION_CONDITIONS:
         if key in value:
@@ -385,6 +395,7 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
     torch_build = _members(value.get("torch_build", []), "affects.torch_build", TORCH_BUILDS, problems)
     return Affects(
         packages=packages,
+        absent=tuple(rule_name(name) for name in absent),
         versions=versions,
         platform=platform,
         features=features,

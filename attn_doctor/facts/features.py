@@ -25,6 +25,7 @@ from attn_doctor.facts.model_families import MODEL_FAMILIES
 
 FEATURES: tuple[str, ...] = (
     "flash_attention_2",
+    "flash_attn_required",
     "flash_attention_3",
     "flex_attention",
     "sdpa",

@@ -97,17 +97,20 @@ def _yaml_switch(feature: str, key: str) -> Signal:
 
 
 SIGNALS: tuple[Signal, ...] = (
-    _attn_implementation("flash_attention_2", rb"(?:paged\|)?flash_attention_2"),
+    # selecting FA2 in transformers fails without the flash_attn package: it is required
+    _attn_implementation("flash_attention_2 flash_attn_required", rb"(?:paged\|)?flash_attention_2"),
     _attn_implementation("flash_attention_3", rb"(?:paged\|)?flash_attention_3"),
     _attn_implementation("flex_attention", rb"flex_attention"),
     _attn_implementation("sdpa", rb"(?:paged\|)?sdpa"),
-    _signal("flash_attention_2", "use_flash_attention_2", rb"use_flash_attention_2" + _TRUE),
-    _yaml_switch("flash_attention_2", "flash_attention"),
+    _signal(
+        "flash_attention_2 flash_attn_required", "use_flash_attention_2", rb"use_flash_attention_2" + _TRUE
+    ),
+    _yaml_switch("flash_attention_2 flash_attn_required", "flash_attention"),
     _yaml_switch("sdpa", "sdp_attention"),
     _yaml_switch("xformers", "xformers_attention"),
     _yaml_switch("flex_attention", "flex_attention"),
     # LLaMA-Factory: flash_attn: fa2 | fa3 | sdpa
-    _signal("flash_attention_2", "flash_attn", rb"^\s*flash_attn\s*:\s*[\"']?fa2\b"),
+    _signal("flash_attention_2 flash_attn_required", "flash_attn", rb"^\s*flash_attn\s*:\s*[\"']?fa2\b"),
     _signal("flash_attention_3", "flash_attn", rb"^\s*flash_attn\s*:\s*[\"']?fa3\b"),
     _signal("sdpa", "flash_attn", rb"^\s*flash_attn\s*:\s*[\"']?sdpa\b"),
     # packing and padding-free training (TRL, axolotl, LLaMA-Factory, torchtune, transformers)
@@ -122,6 +125,8 @@ SIGNALS: tuple[Signal, ...] = (
     _signal("torch_compile", "torch_compile_", rb"\btorch_compile_(?:backend|mode)" + _VALUE + rb"\w"),
     # library APIs
     _signal("flash_attention_2", "flash_attn", _IMPORT_FLASH_ATTN),
+    # a module-level import (not indented: not under try, if or def) fails without the package
+    _signal("flash_attn_required", "flash_attn", _IMPORT_FLASH_ATTN.replace(rb"^\s*", rb"^")),
     _signal("varlen", "flash_attn_varlen", rb"\bflash_attn_varlen_(?:qkvpacked_|kvpacked_)?func\b"),
     _signal("flash_attention_3", "flash_attn_", _IMPORT_FA3),
     _signal("flex_attention", "flex_attention", _FLEX),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from attn_doctor.engine.schema import Affects, Rule
+from attn_doctor.engine.schema import Affects, Rule, Unless
 from attn_doctor.facts.features import EVIDENT_FEATURES
 from attn_doctor.facts.missing_names import MissingName
 from attn_doctor.facts.model import OPEN_PACKAGE_LIST, OPEN_PACKAGE_LISTS, Environment, Package
@@ -124,6 +124,8 @@ def _conditions(rule: Rule, env: Environment, observed: tuple[MissingName, ...])
         reasons.append(_gfx(affects.gfx, env))
     if affects.torch_build:
         reasons.append(_torch_build(affects.torch_build, env))
+    if affects.unless and not any(reason.holds is False for reason in reasons):
+        reasons.append(_unless(affects.unless, env))
     # what costs a project scan or a snapshot read is asked only when it can still matter
     if not any(reason.holds is False for reason in reasons):
         reasons += _uses(affects, env)
@@ -233,6 +235,35 @@ def not_installed(name: str, condition: str, env: Environment) -> Reason:
         listed_by,
         missing=MISSING_FROM_LOG if listed_by == OPEN_PACKAGE_LIST else MISSING_FROM_IMAGE,
     )
+
+
+def _unless(ways: tuple[Unless, ...], env: Environment) -> Reason:
+    """The rule's ways around the bug: one that every fact shows taken clears the rule (does not
+    hold); one that a missing fact leaves open leaves it unknown; none taken holds, each with the
+    fact that rules it out."""
+    open_ways: list[tuple[Unless, list[Reason]]] = []
+    missed: list[str] = []
+    for way in ways:
+        checks = [_package(name, spec, env) for name, spec in way.packages.items()]
+        checks += [_VERSION_CHECKS[key](spec, env) for key, spec in way.versions.items()]
+        if all(check.holds for check in checks):
+            shown = "; ".join(check.text for check in checks)
+            return Reason("unless", False, f"{way.why}: {shown}", _first_origin(checks))
+        if any(check.holds is False for check in checks):
+            failed = next(check for check in checks if check.holds is False)
+            missed.append(failed.text)
+        else:
+            open_ways.append((way, checks))
+    if open_ways:
+        way, checks = open_ways[0]
+        unknown = next(check for check in checks if check.holds is None)
+        text = f"not known whether the way around it is taken ({way.why}): {unknown.text}"
+        return Reason("unless", None, text, unknown.origin, missing=unknown.missing)
+    return Reason("unless", True, f"no way around it is taken: {'; '.join(dict.fromkeys(missed))}")
+
+
+def _first_origin(reasons: list[Reason]) -> str | None:
+    return next((reason.origin for reason in reasons if reason.origin), None)
 
 
 def _gfx(targets: tuple[str, ...], env: Environment) -> Reason:

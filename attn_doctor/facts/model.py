@@ -68,6 +68,12 @@ class Package:
     # another package's pin that disagrees with this stated version ("torch 2.7.1 pins triton==3.3.1"):
     # the stated version wins, and the disagreement is often the cause
     pinned_by: str | None = None
+    # version unknown, declared with this PEP 440 specifier set ("" = unpinned): the releases it
+    # admits are what the version can be (None: not stated, e.g. a VCS install)
+    specifier: str | None = None
+    # the wheel file the target installs (a URL or a local file: a binary already built, for the
+    # torch and CUDA its name says), e.g. flash_attn-2.8.3+cu128torch2.10-cp312-cp312-linux_x86_64.whl
+    wheel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -193,6 +199,8 @@ class Environment:
                         for r in _list(_mapping(p).get("releases") or [])
                     ),
                     pinned_by=_opt_str(_mapping(p).get("pinned_by")),
+                    specifier=_opt_str(_mapping(p).get("specifier")),
+                    wheel=_opt_str(_mapping(p).get("wheel")),
                 )
                 for name, p in _mapping(data["packages"]).items()
             }

@@ -137,3 +137,100 @@ def test_a_url_wheel_in_a_pyproject_is_read_from_its_file_name(tmp_path):
     assert packages["flash-attn"]["wheel"].startswith("flash_attn-2.8.3+cu12torch2.8cxx11abiTRUE")
     rule = findings("-r", pyproject, "--no-scan")["flash-attn-no-prebuilt-wheel-for-torch"]
     assert rule["verdict"] == "not-affected"
+
+
+# --- 4. a range decides a rule when every release it admits lies on one side ----------------------
+
+
+def pyproject(tmp_path: Path, *dependencies: str) -> Path:
+    path = tmp_path / "pyproject.toml"
+    listed = ", ".join(f'"{d}"' for d in dependencies)
+    path.write_text(f'[project]\nname = "x"\nversion = "0"\ndependencies = [{listed}]\n')
+    return path
+
+
+@pytest.mark.parametrize(
+    ("requirement", "expected"),
+    [
+        ("transformers>=4.51.0", "not-affected"),  # every release it admits is past 4.44
+        ("transformers>=4.40", "unknown"),  # it admits 4.42-4.43.4 too: which one pip picks decides
+        ("transformers<4.42", "not-affected"),
+    ],
+)
+def test_a_range_decides_a_rule_when_it_lies_on_one_side(tmp_path, requirement, expected):
+    """gemma2-fa2-static-cache-keys-not-cut holds for transformers >=4.42.0,<4.44.0."""
+    rules = tmp_path / "rules"
+    write_rule(rules, "test-tf", 'packages = { transformers = ">=4.42.0,<4.44.0" }')
+    found = findings("-r", pyproject(tmp_path, requirement), "--rules", rules, "--no-scan")["test-tf"]
+    assert found["verdict"] == expected
+    if expected == "unknown":
+        assert "applies if pip picks 4.42.0–4.43.4" in texts(found)
+
+
+# --- 7. open-r1: torch 2.6.0 (setup.py:70) and flash-attn unpinned (README.md:73) --------------------
+
+
+def test_open_r1_unpinned_flash_attn_on_torch_2_6_is_not_cleared(tmp_path):
+    """huggingface/open-r1 at 1416fa0: setup.py pins "torch==2.6.0"; its README installs
+    `uv pip install flash-attn --no-build-isolation`, which took 2.8.0.post2 (open-r1#684): the
+    undefined-symbol rule is unknown, naming the releases that have it, never not affected."""
+    requirements = pins(tmp_path, "torch==2.6.0", "flash-attn")
+    rule = findings("-r", requirements, "--no-scan")[
+        "flash-attn-2-8-wheel-torch-2-6-cxx11-abi-undefined-symbol"
+    ]
+    assert rule["verdict"] == "unknown"
+    assert "applies if pip picks 2.8.0.post2–2.8.3.post1" in texts(rule)
+    pinned = pins(tmp_path, "torch==2.6.0", "flash-attn==2.8.0.post2")
+    found = findings("-r", pinned, "--no-scan")["flash-attn-2-8-wheel-torch-2-6-cxx11-abi-undefined-symbol"]
+    assert found["verdict"] == "affected"
+    fixed = pins(tmp_path, "torch==2.6.0", "flash-attn==2.7.4.post1")
+    found = findings("-r", fixed, "--no-scan")["flash-attn-2-8-wheel-torch-2-6-cxx11-abi-undefined-symbol"]
+    assert found["verdict"] == "not-affected"
+    cu126 = pins(tmp_path, "torch==2.6.0+cu126", "flash-attn==2.8.0.post2")  # a C++11-ABI torch
+    found = findings("-r", cu126, "--no-scan")["flash-attn-2-8-wheel-torch-2-6-cxx11-abi-undefined-symbol"]
+    assert found["verdict"] == "not-affected"
+
+
+# --- 5. what the listed releases require is implied, never "not installed" -------------------------
+
+
+def test_a_range_on_triton_does_not_hide_the_triton_torch_pins(tmp_path):
+    """axolotl: torch 2.12.0 with `triton>=3.4.0`; torch 2.12.0's metadata pins triton==3.7.0."""
+    triton = environment("-r", pins(tmp_path, "torch==2.12.0", "triton>=3.4.0"), "--no-scan")["packages"][
+        "triton"
+    ]
+    assert triton["version"] == "3.7.0"
+    assert triton["origin"].startswith("implied by torch 2.12.0 (Requires-Dist: triton==3.7.0")
+
+
+def test_torch_without_a_version_leaves_triton_unknown(tmp_path):
+    requirements = pins(tmp_path, "torch", "flash-linear-attention==0.5.0")
+    rule = findings("-r", requirements, "--gpu", "H100", "--feature", "backward", "--no-scan")[
+        "fla-gated-bwd-hopper-triton-3-4"
+    ]
+    assert rule["verdict"] == "unknown"
+    assert "triton: installed or not (implied by torch without a version" in texts(rule)
+
+
+def test_a_range_on_torch_implies_the_triton_its_releases_pin(tmp_path):
+    """fla-core 0.5.0 asks torch>=2.7.0: every torch release from 2.7.0 pins a triton."""
+    env = environment("-r", pyproject(tmp_path, "torch>=2.7.0", "flash-linear-attention==0.5.0"), "--no-scan")
+    triton = env["packages"]["triton"]
+    assert triton["version"] is None and "3.3.0" in triton["releases"]
+    assert "pin triton" in triton["origin"]
+
+
+def test_a_range_another_release_requires_is_implied(tmp_path):
+    """accelerate 1.12.0 requires torch>=2.0.0: torch is there, its version one of those releases."""
+    torch = environment("-r", pins(tmp_path, "accelerate==1.12.0"), "--no-scan")["packages"]["torch"]
+    assert torch["version"] is None and torch["specifier"] == ">=2.0.0"
+    assert torch["origin"] == "implied by accelerate 1.12.0 (Requires-Dist: torch>=2.0.0)"
+
+
+def test_a_listed_release_whose_requirements_are_not_read_leaves_the_stack_unknown(tmp_path):
+    """open-r1's README installs vllm==0.8.5.post1 first: vllm installs torch, which the release
+    database cannot say; torch is unknown, not "not installed"."""
+    env = environment("-r", pins(tmp_path, "vllm==0.8.5.post1"), "--no-scan")
+    assert "may install torch" in env["origins"]["maybe: torch"]
+    rule = findings("-r", pins(tmp_path, "vllm==0.8.5.post1"), "--no-scan")["torch-requires-other-triton"]
+    assert rule["verdict"] != "not-affected"

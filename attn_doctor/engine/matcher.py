@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from attn_doctor.engine.schema import Affects, Rule
+from attn_doctor.engine.schema import Affects, Rule, Unless
 from attn_doctor.facts.features import EVIDENT_FEATURES
 from attn_doctor.facts.missing_names import MissingName
-from attn_doctor.facts.model import OPEN_PACKAGE_LIST, OPEN_PACKAGE_LISTS, Environment, Package
+from attn_doctor.facts.model import MAYBE, OPEN_PACKAGE_LIST, OPEN_PACKAGE_LISTS, Environment, Package
 from attn_doctor.facts.model_families import model_phrase
 from attn_doctor.probes.observation import Observation, ProbeVerdict
 from attn_doctor.words import counted
@@ -125,6 +125,8 @@ def _conditions(rule: Rule, env: Environment, observed: tuple[MissingName, ...])
         reasons.append(_gfx(affects.gfx, env))
     if affects.torch_build:
         reasons.append(_torch_build(affects.torch_build, env))
+    if affects.unless and not any(reason.holds is False for reason in reasons):
+        reasons.append(_unless(affects.unless, env))
     # what costs a project scan or a snapshot read is asked only when it can still matter
     if not any(reason.holds is False for reason in reasons):
         reasons += _uses(affects, env)
@@ -194,6 +196,10 @@ def _package(name: str, spec: SpecifierSet, env: Environment) -> Reason:
             name, True, f"{name} (version not stated, {package.origin}) is in any version", package.origin
         )
     if package.version is None:
+        # a package a log names without its version is whatever is installed there, no pick of pip's
+        admitted = () if package.origin.startswith(FROM_THE_LOG) else admitted_releases(package, env.python)
+        if admitted:
+            return _in_admitted(name, package, spec, admitted)
         return Reason(
             name,
             None,
@@ -213,6 +219,87 @@ def _absent(name: str, env: Environment) -> Reason:
         )
     missing = not_installed(name, name, env)
     return replace(missing, holds=True) if missing.holds is False else missing
+
+
+FROM_THE_LOG = "from the log"  # the origin of a package a log names (facts/log_facts.py)
+# a release newer than every one the snapshot holds: a range open above admits it too
+AFTER_SNAPSHOT = "after the release database"
+_ADMITTED: dict[tuple[str, str | None, str | None], tuple[str, ...]] = {}
+
+
+def admitted_releases(package: Package, python: str | None) -> tuple[str, ...]:
+    """The releases a package declared without a version can be: those of the release database that
+    its specifier admits (every one, unpinned or not stated), as pip picks them (no yanked ones, no
+    pre-releases unless the specifier names one, none whose Requires-Python excludes the target's),
+    oldest first, with AFTER_SNAPSHOT last where the range is open above. Empty: the database does
+    not hold the package."""
+    key = (package.distribution, package.specifier, python)
+    if key not in _ADMITTED:
+        _ADMITTED[key] = _admitted(package, python)
+    return _ADMITTED[key]
+
+
+def _admitted(package: Package, python: str | None) -> tuple[str, ...]:
+    from attn_doctor.releases.facts import snapshot
+
+    facts = snapshot()
+    releases = facts.releases(package.distribution) or facts.releases(package.name)
+    if not releases:
+        return ()
+    try:
+        spec = SpecifierSet(package.specifier or "")
+    except ValueError:  # InvalidSpecifier, or a number past the int-string limit
+        return ()
+    kept = []
+    for version, release in releases.items():
+        if release.yanked or not spec.contains(version):
+            continue
+        if python and release.requires_python and not _python_fits(release.requires_python, python):
+            continue
+        kept.append(version)
+    kept.sort(key=Version)
+    if kept and spec.contains(str(Version(kept[-1]).major + 1000)):
+        kept.append(AFTER_SNAPSHOT)
+    return tuple(kept)
+
+
+def _python_fits(requires: str, python: str) -> bool:
+    try:
+        return SpecifierSet(requires).contains(python, prereleases=True)
+    except ValueError:  # a Requires-Python packaging cannot read: pip would not skip the release
+        return True
+
+
+def _in_admitted(name: str, package: Package, spec: SpecifierSet, admitted: tuple[str, ...]) -> Reason:
+    """A range decides a rule when every release it admits lies on one side of the rule's range;
+    where they fall on both sides, which one pip picks decides, and the reason names them."""
+    final = AFTER_SNAPSHOT if admitted[-1] == AFTER_SNAPSHOT else None
+    known = [version for version in admitted if version != AFTER_SNAPSHOT]
+    inside = [version for version in known if _contains(version, spec)]
+    # a release after the snapshot is past every known one: inside a range open above
+    after_inside = final is not None and bool(spec.contains(str(Version(known[-1]).major + 1000)))
+    declared = (
+        "version not stated"
+        if package.specifier is None
+        else "unpinned"
+        if not package.specifier
+        else f"declared {package.specifier}"
+    )
+    count = counted(len(known), "release")
+    span = known[0] if len(known) == 1 else f"{known[0]}–{known[-1]}"
+    label = f"{name} ({declared}, {package.origin}: {count} of the release database admitted, {span})"
+    if len(inside) == len(known) and (final is None or after_inside):
+        return Reason(name, True, f"{label}: every one is in {spec}", package.origin)
+    if not inside and not after_inside:
+        return Reason(name, False, f"{label}: none is in {spec}", package.origin)
+    picked = f"{inside[0]}–{inside[-1]}" if len(inside) > 1 else inside[0] if inside else "a newer release"
+    newest = known[-1]
+    where = "is in it" if _contains(newest, spec) else "is not"
+    text = (
+        f"{label}: applies if pip picks {picked} ({counted(len(inside), 'release')} in {spec}; "
+        f"the newest it admits, {newest}, {where})"
+    )
+    return Reason(name, None, text, package.origin, missing=MISSING_VERSION)
 
 
 def _in_releases(name: str, package: Package, spec: SpecifierSet) -> Reason:
@@ -237,6 +324,9 @@ def not_installed(name: str, condition: str, env: Environment) -> Reason:
     just does not name it."""
     if env.absent(name):
         return Reason(condition, False, f"{name} is not installed")
+    if MAYBE + name in env.origins:
+        origin = env.origins[MAYBE + name]
+        return Reason(condition, None, f"{name}: installed or not ({origin})", missing=MISSING_VERSION)
     listed_by = env.origins["packages"]
     return Reason(
         condition,
@@ -245,6 +335,35 @@ def not_installed(name: str, condition: str, env: Environment) -> Reason:
         listed_by,
         missing=MISSING_FROM_LOG if listed_by == OPEN_PACKAGE_LIST else MISSING_FROM_IMAGE,
     )
+
+
+def _unless(ways: tuple[Unless, ...], env: Environment) -> Reason:
+    """The rule's ways around the bug: one that every fact shows taken clears the rule (does not
+    hold); one that a missing fact leaves open leaves it unknown; none taken holds, each with the
+    fact that rules it out."""
+    open_ways: list[tuple[Unless, list[Reason]]] = []
+    missed: list[str] = []
+    for way in ways:
+        checks = [_package(name, spec, env) for name, spec in way.packages.items()]
+        checks += [_VERSION_CHECKS[key](spec, env) for key, spec in way.versions.items()]
+        if all(check.holds for check in checks):
+            shown = "; ".join(check.text for check in checks)
+            return Reason("unless", False, f"{way.why}: {shown}", _first_origin(checks))
+        if any(check.holds is False for check in checks):
+            failed = next(check for check in checks if check.holds is False)
+            missed.append(failed.text)
+        else:
+            open_ways.append((way, checks))
+    if open_ways:
+        way, checks = open_ways[0]
+        unknown = next(check for check in checks if check.holds is None)
+        text = f"not known whether the way around it is taken ({way.why}): {unknown.text}"
+        return Reason("unless", None, text, unknown.origin, missing=unknown.missing)
+    return Reason("unless", True, f"no way around it is taken: {'; '.join(dict.fromkeys(missed))}")
+
+
+def _first_origin(reasons: list[Reason]) -> str | None:
+    return next((reason.origin for reason in reasons if reason.origin), None)
 
 
 def _gfx(targets: tuple[str, ...], env: Environment) -> Reason:

@@ -8,6 +8,7 @@ for the target's versions from the snapshot (``Reason.suggestion``): only releas
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -295,6 +296,8 @@ def prebuilt_wheel_missing(package_name: str, env: Environment, facts: ReleaseFa
         return not_installed(package_name, condition, env)
     if torch is None:
         return not_installed("torch", condition, env)
+    if package.wheel is not None:
+        return _installed_wheel(package, torch, condition)
     if package.version is None or torch.version is None:
         return Reason(
             condition, None, "versions unknown (no version given)", package.origin, missing=MISSING_VERSION
@@ -315,6 +318,26 @@ def prebuilt_wheel_missing(package_name: str, env: Environment, facts: ReleaseFa
     options = _nearest_wheel(package, target, facts)
     none = f"none: no {package.name} release in the database has a wheel for {target}"
     return _with_options(Reason(condition, True, text, package.origin), options, none)
+
+
+# flash-attn's wheel labels: +cu12torch2.6cxx11abiFALSE (its releases), +cu128torch2.10 (builds of others)
+_WHEEL_BUILD = re.compile(r"\+cu(?P<cuda>[0-9]+)torch(?P<torch>[0-9]+\.[0-9]+)")
+
+
+def _installed_wheel(package: Package, torch: Package, condition: str) -> Reason:
+    """A package installed from a prebuilt wheel (a lock's URL, a local file) builds nothing: the
+    wheel is the binary. Its name says the torch it was built for; one built for another torch
+    fails at import instead (flash-attn-binary-torch-mismatch, named from the log)."""
+    wheel = package.wheel or ""
+    text = f"{package.name} is installed from a prebuilt wheel ({wheel}): nothing is built from source"
+    build = _WHEEL_BUILD.search(wheel)
+    if build and torch.version is not None and _minor(torch.version) not in (None, build["torch"]):
+        text += f"; it was built for torch {build['torch']}, the target has {torch.version}"
+    elif build:
+        cuda = build["cuda"]
+        shown = f"{cuda[:2]}.{cuda[2:]}" if len(cuda) > 2 else cuda
+        text += f" (built for torch {build['torch']} with CUDA {shown})"
+    return Reason(condition, False, text, package.origin)
 
 
 class _TargetWheel:

@@ -85,10 +85,25 @@ _AFFECTS_KEYS = {
     "torch_build",
     *VERSION_CONDITIONS,
     *RELEASE_CONDITIONS,
+    "unless",
 }
+# [[affects.unless]]: a way around the bug that a release's own code takes (fla >= 0.5.0 routes the
+# gated backward to tilelang when it is installed): the packages and versions that make it hold, and
+# why; where every one of them holds the rule does not apply
+_UNLESS_KEYS = {"why", "packages", *VERSION_CONDITIONS}
 TORCH_BUILDS = ("cpu", "cuda", "rocm")
 _GFX = re.compile(r"^(gfx[0-9a-f]{3,5}|any)$")  # "any": every AMD GPU
 _FIX_KEYS = {"summary", "pins", "plan"}
+
+
+@dataclass(frozen=True)
+class Unless:
+    """One way around the bug: it is taken where every package is installed in its specifier set and
+    every version condition holds (``why`` says what the release's code does then)."""
+
+    why: str
+    packages: dict[str, SpecifierSet] = field(default_factory=dict)
+    versions: dict[str, SpecifierSet] = field(default_factory=dict)  # VERSION_CONDITIONS
 
 
 @dataclass(frozen=True)
@@ -109,6 +124,7 @@ class Affects:
     bundled_ptxas_lacks_gpu: str | None = None  # the package's bundled ptxas cannot compile for the GPU
     torch_variant_lacks_gpu: bool = False  # torch's wheels for its CUDA build have no code for the GPU
     api_change: str | None = None  # an API error in the log is a change this package's release made
+    unless: tuple[Unless, ...] = ()  # ways around the bug: where one is taken, the rule does not apply
 
     @property
     def release_packages(self) -> tuple[str, ...]:
@@ -135,7 +151,8 @@ class Affects:
     def reads(self) -> tuple[str, ...]:
         """Every package whose version can change the verdict (torch's: its variant, "+cu128")."""
         torch = ["torch"] if self.reads_torch_build else []
-        return tuple(dict.fromkeys([*self.packages, *self.release_packages, *torch]))
+        around = [name for way in self.unless for name in way.packages]
+        return tuple(dict.fromkeys([*self.packages, *self.release_packages, *torch, *around]))
 
 
 @dataclass(frozen=True)
@@ -417,7 +434,43 @@ def _affects(value: Any, problems: _Problems) -> Affects | None:
             value.get("torch_variant_lacks_gpu"), "torch_variant_lacks_gpu", problems
         ),
         api_change=_member(value.get("api_change"), "api_change", API_TABLE_PACKAGES, problems),
+        unless=_unless(value.get("unless"), problems),
     )
+
+
+def _unless(value: Any, problems: _Problems) -> tuple[Unless, ...]:
+    """``[[affects.unless]]``: each a table of ``why`` (a sentence), ``packages`` (NAME = specifier,
+    "" for any installed version) and version conditions; at least one package or condition."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(way, dict) for way in value):
+        problems.add("affects.unless", "must be an array of tables ([[affects.unless]])")
+        return ()
+    ways = []
+    for index, way in enumerate(value):
+        where = f"affects.unless[{index}]"
+        for key in sorted(set(way) - _UNLESS_KEYS):
+            problems.add(f"{where}.{key}", f"unknown key (one of {', '.join(sorted(_UNLESS_KEYS))})")
+        why = _text(way, "why", problems, prefix=f"{where}.")
+        raw = way.get("packages", {})
+        if not isinstance(raw, dict):
+            problems.add(f"{where}.packages", 'must be a table of NAME = "specifier"')
+            raw = {}
+        packages = {}
+        for name, spec in raw.items():
+            parsed = _specifier(spec, f"{where}.packages.{name}", problems)
+            if parsed is not None:
+                packages[rule_name(name)] = parsed
+        versions = {}
+        for key in VERSION_CONDITIONS:
+            if key in way:
+                parsed = _specifier(way[key], f"{where}.{key}", problems)
+                if parsed is not None:
+                    versions[key] = parsed
+        if not packages and not versions and not (set(way) - _UNLESS_KEYS):
+            problems.add(where, "names no package or condition: it would clear the rule everywhere")
+        ways.append(Unless(_prose(why), packages, versions))
+    return tuple(ways)
 
 
 def _gfx_targets(value: Any, problems: _Problems) -> tuple[str, ...]:

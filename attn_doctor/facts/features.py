@@ -46,6 +46,7 @@ FEATURES: tuple[str, ...] = (
     "head_dim_256",
     "large_tensors",
     "varlen",
+    "fla_delta_rule",
 )
 
 # Features whose evidence is a thing on disk that a scan cannot miss (a flash-attention source

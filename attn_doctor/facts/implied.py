@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from attn_doctor.facts.model import Environment, Package, TorchBuild, marker_environment
+from attn_doctor.facts.model import MAYBE, Environment, Package, TorchBuild, marker_environment
 from attn_doctor.facts.names import WATCHED, rule_name
 from attn_doctor.releases.facts import ReleaseFacts
 
@@ -29,7 +30,9 @@ _CUDA_RUNTIMES = {
 
 
 def complete(env: Environment, facts: ReleaseFacts) -> Environment:
-    """``env`` with the packages (and torch build) its stated releases imply."""
+    """``env`` with the packages (and torch build) its stated releases imply: a pin names the version,
+    a range names the releases it admits (the version unknown, the package there), and a stated
+    package without a version takes the version another release pins, where its range admits it."""
     markers = marker_environment(env)
     packages = dict(env.packages)
     # the releases the snapshot knows, each read once (a requirements file may name 500,000 others)
@@ -37,14 +40,23 @@ def complete(env: Environment, facts: ReleaseFacts) -> Environment:
     for _ in range(MAX_ROUNDS):
         added: dict[str, Package] = {}
         for package in newest:
+            if package.version is None:
+                added.update(_from_every_release(package, packages, added, env, markers, facts))
             for requirement in _requirements(package, markers, facts):
                 name, version = rule_name(requirement.name), _pinned(requirement, facts)
                 if package.name == "torch" and not _same_variant(package, requirement):
                     continue
-                if name in _STACK and name not in packages and name not in added and version:
-                    origin = f"implied by {package.name} {package.version} (Requires-Dist: {requirement})"
-                    added[name] = Package(name, version, requirement.name, origin)
-                elif version and _disagrees(packages.get(name), version):
+                origin = f"implied by {package.name} {package.version} (Requires-Dist: {requirement})"
+                stated = packages.get(name)
+                if name in _STACK and name not in packages and name not in added:
+                    spec = None if version else str(requirement.specifier)
+                    added[name] = Package(name, version, requirement.name, origin, specifier=spec)
+                elif version and stated is not None and _narrows(stated, version):
+                    # a range (triton>=3.4.0) does not hide the exact release torch's pin installs
+                    packages[name] = replace(
+                        stated, version=version, origin=f"{origin}, within {stated.origin}", specifier=None
+                    )
+                elif version and _disagrees(stated, version):
                     pin = f"{package.name} {package.version} pins {requirement.name}{requirement.specifier}"
                     packages[name] = replace(packages[name], pinned_by=pin)
         if not added:
@@ -52,6 +64,7 @@ def complete(env: Environment, facts: ReleaseFacts) -> Environment:
         packages.update(added)
         newest = list(added.values())
     env.packages = packages
+    _unread_requirements(env, facts)
     torch = packages.get("torch")
     if torch is not None and env.torch_build is None and torch.version and "+" not in torch.version:
         for requirement in _requirements(torch, markers, facts):
@@ -63,6 +76,92 @@ def complete(env: Environment, facts: ReleaseFacts) -> Environment:
                 )
                 break
     return env
+
+
+def _unread_requirements(env: Environment, facts: ReleaseFacts) -> None:
+    """A stack package whose releases the release database does not hold (vllm, deepspeed) installs
+    what it requires, which nothing here has read: a stack package it may require is unknown, not
+    absent."""
+    unread = [
+        p
+        for p in env.packages.values()
+        if p.name in _STACK
+        and not p.name.startswith("nvidia-")  # CUDA libraries: they install no Python package
+        and not p.origin.startswith("implied by")
+        and not facts.knows(p.distribution)
+    ]
+    if not unread:
+        return
+    first = unread[0]
+    listed = f"{first.name} {first.version or '(no version)'} ({first.origin})"
+    for name in sorted(_STACK - set(env.packages)):
+        if name != first.name and MAYBE + name not in env.origins:
+            env.origins[MAYBE + name] = (
+                f"{listed} is listed and its requirements are not in the release database: "
+                f"it may install {name}"
+            )
+
+
+def _narrows(stated: Package, pinned: str) -> bool:
+    """A package stated without a version (a range, or unpinned) whose range admits ``pinned``."""
+    if stated.version is not None or stated.releases:
+        return False
+    try:
+        return SpecifierSet(stated.specifier or "").contains(pinned, prereleases=True)
+    except ValueError:  # InvalidSpecifier, InvalidVersion
+        return False
+
+
+def _from_every_release(
+    package: Package,
+    packages: dict[str, Package],
+    added: dict[str, Package],
+    env: Environment,
+    markers: dict[str, str],
+    facts: ReleaseFacts,
+) -> dict[str, Package]:
+    """A package stated without a version (``torch`` unpinned, ``torch>=2.4``) is one of the releases
+    its range admits: a stack package that each of them pins is there, at one of the versions they
+    pin (triton of torch 2.x); one that only some of them pin may be there (``Environment.maybe``)."""
+    from attn_doctor.engine.matcher import admitted_releases
+
+    candidates = package.releases or admitted_releases(package, env.python)  # a log's: those it can be
+    admitted = [v for v in candidates if facts.release(package.distribution, v)]
+    if not admitted:
+        return {}
+    pins: dict[str, set[str]] = {}
+    distributions: dict[str, str] = {}
+    for version in admitted:
+        release = replace(package, version=version)
+        for requirement in _requirements(release, markers, facts):
+            name, pinned = rule_name(requirement.name), _pinned(requirement, facts)
+            if name in _STACK and name not in packages and name not in added and pinned:
+                if package.name == "torch" and not _same_variant(release, requirement):
+                    continue
+                pins.setdefault(name, set()).add(pinned)
+                distributions.setdefault(name, requirement.name)
+    found: dict[str, Package] = {}
+    span = f"{admitted[0]}–{admitted[-1]}" if len(admitted) > 1 else admitted[0]
+    for name, versions in pins.items():
+        ordered = tuple(sorted(versions, key=Version))
+        shown = ordered[0] if len(ordered) == 1 else f"{ordered[0]}–{ordered[-1]}"
+        requiring = sum(
+            1
+            for version in admitted
+            if any(
+                rule_name(r.name) == name and _pinned(r, facts)
+                for r in _requirements(replace(package, version=version), markers, facts)
+            )
+        )
+        origin = (
+            f"implied by {package.name} without a version ({package.origin}): "
+            f"{requiring} of the {len(admitted)} releases it admits ({span}) pin {name} {shown}"
+        )
+        if requiring == len(admitted):
+            found[name] = Package(name, None, distributions[name], origin, releases=ordered)
+        else:
+            env.origins[MAYBE + name] = origin
+    return found
 
 
 def _disagrees(stated: Package | None, pinned: str) -> bool:

@@ -36,6 +36,9 @@ OPEN_PACKAGE_LISTS = {OPEN_PACKAGE_LIST: "the log", OPEN_IMAGE_PACKAGE_LIST: "th
 # origins["over: torch"]: what a layer of a declared target replaced ("FILE:LINE (2.6.0)"), for -v
 REPLACED = "over: "
 ABSENT = "absent: "  # origins["absent: xformers"]: where the log says the package is not installed
+# origins["maybe: triton"]: a package that some of the releases a stated package can be require (torch
+# without a version: its old releases pin no triton): installed or not, not known
+MAYBE = "maybe: "
 # The shapes of the numeric facts: what reads them splits on "." and calls int() on the parts, so
 # "9.0.0", "9.a", "¹.²" (str.isdigit, but not int) or "-1" must stop where the file is read.
 # ASCII digits only: Python's \d also takes "٩".
@@ -68,6 +71,12 @@ class Package:
     # another package's pin that disagrees with this stated version ("torch 2.7.1 pins triton==3.3.1"):
     # the stated version wins, and the disagreement is often the cause
     pinned_by: str | None = None
+    # version unknown, declared with this PEP 440 specifier set ("" = unpinned): the releases it
+    # admits are what the version can be (None: not stated, e.g. a VCS install)
+    specifier: str | None = None
+    # the wheel file the target installs (a URL or a local file: a binary already built, for the
+    # torch and CUDA its name says), e.g. flash_attn-2.8.3+cu128torch2.10-cp312-cp312-linux_x86_64.whl
+    wheel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,8 @@ class Environment:
         """Whether a package missing from ``packages`` is known to be absent (None: it may be there).
         On an open package list (a log's, an image's), only what a log says is missing ("No module
         named 'x'")."""
+        if MAYBE + name in self.origins:
+            return None
         if self.origins.get("packages") not in OPEN_PACKAGE_LISTS:
             return True
         return True if ABSENT + name in self.origins else None
@@ -193,6 +204,8 @@ class Environment:
                         for r in _list(_mapping(p).get("releases") or [])
                     ),
                     pinned_by=_opt_str(_mapping(p).get("pinned_by")),
+                    specifier=_opt_str(_mapping(p).get("specifier")),
+                    wheel=_opt_str(_mapping(p).get("wheel")),
                 )
                 for name, p in _mapping(data["packages"]).items()
             }

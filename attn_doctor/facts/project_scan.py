@@ -136,6 +136,11 @@ SIGNALS: tuple[Signal, ...] = (
     _signal("xformers", "xformers", _XFORMERS),
     # fla's RotaryEmbedding only: flash-attn's flash_attn.layers.rotary is another kernel
     _signal("rotary_embedding", "RotaryEmbedding", _FLA_ROTARY),
+    _signal(
+        "fla_delta_rule",
+        "elta",
+        rb"\bchunk_delta_rule\b|\bDeltaNet(?:Config|Model|ForCausalLM)?\b|\bfla\.layers\.delta_net\b|[\"']delta_net[\"']",
+    ),
     # what the attention is asked to do
     _signal("sliding_window", "window_size", rb"\bwindow_size\s*=\s*\(\s*[1-9]"),
     _signal("sliding_window", "sliding_window", rb"\bsliding_window" + _VALUE + rb"[1-9]"),

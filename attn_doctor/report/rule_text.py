@@ -72,6 +72,10 @@ def conditions(affects: Affects) -> list[str]:
         said.append("torch's wheels for its CUDA build have no code for the GPU")
     if affects.api_change:
         said.append(f"an API error in the log is a change of the {affects.api_change} release")
+    for way in affects.unless:
+        needs = [f"{name} {spec_text(spec)}" for name, spec in way.packages.items()]
+        needs += [f"{_VERSION_LABELS.get(key, key)}: {spec_text(spec)}" for key, spec in way.versions.items()]
+        said.append(f"unless {', '.join(needs)} ({way.why})")
     return said
 
 

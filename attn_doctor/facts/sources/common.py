@@ -46,14 +46,25 @@ class Declared:
         distribution: str | None = None,
         *,
         plain: bool = False,
+        specifier: str | None = None,
+        wheel: str | None = None,
     ) -> None:
         """A package; the first statement of a name wins (a lock lists each once per resolution).
         ``distribution``: the name it is published under where that is not ``name`` (conda's
         ``pytorch`` is torch, but not the registry's wheel: its metadata implies nothing).
-        ``plain``: the version was read as a PLAIN_VERSION, valid by its shape: not checked again."""
+        ``plain``: the version was read as a PLAIN_VERSION, valid by its shape: not checked again.
+        ``specifier``: a package without a version was declared with this range ("" unpinned);
+        ``wheel``: the file name of the prebuilt wheel it is installed from."""
         if version is not None and not plain:
             check_version(version, origin)
-        package = Package(installed_name(name, version), version, distribution or name, origin)
+        package = Package(
+            installed_name(name, version),
+            version,
+            distribution or name,
+            origin,
+            specifier=specifier if version is None else None,
+            wheel=wheel,
+        )
         self.packages.setdefault(package.name, package)
 
     def merge(self, other: Declared) -> None:
@@ -114,6 +125,15 @@ def exact_version(req: Requirement) -> str | None:
     if len(specifiers) == 1 and specifiers[0].operator in ("==", "===") and "*" not in specifiers[0].version:
         return specifiers[0].version
     return None
+
+
+def wheel_file(url: str) -> str | None:
+    """The file name of a wheel URL or path (``.../flash_attn-2.8.3+cu128torch2.10-cp312-...whl``),
+    percent-escapes undone (``%2B`` is ``+``); None when it names no wheel."""
+    from urllib.parse import unquote
+
+    name = unquote(url.split("#", 1)[0].split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1])
+    return name if name.endswith(".whl") and name.count("-") >= 4 else None
 
 
 def check_version(version: str, source: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from attn_doctor.errors import InputError
 from attn_doctor.facts.sources import poetry_lock, pylock, uv_lock
-from attn_doctor.facts.sources.common import Declared, applies, exact_version, requirement
+from attn_doctor.facts.sources.common import Declared, applies, exact_version, requirement, wheel_file
 from attn_doctor.inputs import parse_toml, read_text
 
 _QUOTED = re.compile(r'"([^"\n]*)"|\'([^\'\n]*)\'')
@@ -43,7 +43,10 @@ def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
             origin = f"{path}:{lines.get(entry, 1)}"
             req = requirement(entry, origin)
             if applies(str(req.marker) if req.marker else None, markers, origin):
-                declared.add(req.name, exact_version(req), origin)
+                wheel = wheel_file(req.url) if req.url else None
+                version = _wheel_version(wheel) if wheel else exact_version(req)
+                spec = None if req.url else str(req.specifier)
+                declared.add(req.name, version, origin, specifier=spec, wheel=wheel)
     return declared
 
 
@@ -61,3 +64,13 @@ def _string_lines(text: str) -> dict[str, int]:
         for double, single in _QUOTED.findall(line):
             found.setdefault(double or single, number)
     return found
+
+
+def _wheel_version(wheel: str) -> str | None:
+    """``name @ URL.whl``: the version its file name states."""
+    from packaging.utils import parse_wheel_filename
+
+    try:
+        return str(parse_wheel_filename(wheel)[1])
+    except ValueError:  # InvalidWheelFilename, InvalidVersion
+        return None

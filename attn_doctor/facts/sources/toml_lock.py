@@ -22,8 +22,10 @@ def read_entries(
     markers: dict[str, str],
     array: str,
     marker_of: Callable[[dict[str, Any]], str | None],
+    wheel_of: Callable[[dict[str, Any]], str | None] = lambda entry: None,
 ) -> Declared:
-    """Every entry of ``[[array]]`` whose marker holds for the target, as packages."""
+    """Every entry of ``[[array]]`` whose marker holds for the target, as packages; ``wheel_of``
+    names the prebuilt wheel an entry installs, where the lock says it is one."""
     data = parse_toml(text, str(path))
     entries = data.get(array, [])
     if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
@@ -37,7 +39,7 @@ def read_entries(
         if not isinstance(name, str) or not (version is None or isinstance(version, str)):
             raise InputError(origin, f"a {array} entry needs a string name and version")
         if applies(marker_of(entry), markers, origin):
-            declared.add(name, version, origin)
+            declared.add(name, version, origin, wheel=wheel_of(entry))
     return declared
 
 

@@ -78,6 +78,9 @@ def complete(env: Environment, facts: ReleaseFacts) -> Environment:
     return env
 
 
+_BUILT_FROM_SOURCE = frozenset({"flash-attn", "flash-attn-3"})
+
+
 def _unread_requirements(env: Environment, facts: ReleaseFacts) -> None:
     """A stack package whose releases the release database does not hold (vllm, deepspeed) installs
     what it requires, which nothing here has read: a stack package it may require is unknown, not
@@ -94,7 +97,10 @@ def _unread_requirements(env: Environment, facts: ReleaseFacts) -> None:
         return
     first = unread[0]
     listed = f"{first.name} {first.version or '(no version)'} ({first.origin})"
-    for name in sorted(_STACK - set(env.packages)):
+    # flash-attn and FA3 are not taken to come with an unread package: the index has no binary wheel
+    # of either (a source build), so a target that needs one lists it itself (issue 37: LLaVA and
+    # Open-Sora list deepspeed, not flash-attn, and their code requires flash_attn)
+    for name in sorted(_STACK - set(env.packages) - _BUILT_FROM_SOURCE):
         if name != first.name and MAYBE + name not in env.origins:
             env.origins[MAYBE + name] = (
                 f"{listed} is listed and its requirements are not in the release database: "

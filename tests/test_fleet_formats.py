@@ -22,7 +22,7 @@ from attn_doctor.report.npd import ascii_line, cut
 HEALTHY = REPO / "tests" / "fixtures" / "healthy" / "h100-current.json"
 MISMATCH = REPO / "tests" / "fixtures" / "fleet" / "h100-xformers-mismatch.json"
 XFORMERS_RULE = "xformers-built-for-another-torch"
-CHECKED = sum(rule.kind == "bug" for rule in load_rules().rules)  # the rules `check` decides
+CHECKED = len(load_rules().stack_rules)  # the rules `check` decides
 
 
 def npd(*args: str | Path) -> tuple[int, str]:
@@ -39,7 +39,8 @@ def npd(*args: str | Path) -> tuple[int, str]:
 def test_npd_healthy_node_is_ok():
     code, line = npd("--env-file", HEALTHY)
     assert code == 0
-    assert line == f"attn-doctor: ok: 0 of {CHECKED} rules failing (0 affected, 0 unknown, 1 if used)"
+    # 2 if used: an FA2 rule, and flash-attn not installed, which code that requires it would need
+    assert line == f"attn-doctor: ok: 0 of {CHECKED} rules failing (0 affected, 0 unknown, 2 if used)"
 
 
 def test_npd_mismatch_is_a_problem_naming_the_rule():
@@ -53,7 +54,7 @@ def test_npd_follows_fail_on():
     code, line = npd("--env-file", MISMATCH, "--fail-on", "never")
     assert (code, line) == (
         0,
-        f"attn-doctor: ok: 0 of {CHECKED} rules failing (1 affected, 0 unknown, 6 if used)",
+        f"attn-doctor: ok: 0 of {CHECKED} rules failing (1 affected, 0 unknown, 7 if used)",
     )
 
 
@@ -156,7 +157,7 @@ def test_prometheus_healthy_h100():
     findings = samples["attn_doctor_finding"]
     assert len(findings) == CHECKED and len({s.labels["rule"] for s in findings}) == CHECKED
     assert all(set(s.labels) == FINDING_LABELS and s.value == 0 for s in findings)
-    assert {s.labels["verdict"] for s in findings} == {"not-affected", "unknown"}  # 1 "if used"
+    assert {s.labels["verdict"] for s in findings} == {"not-affected", "unknown"}  # 2 "if used"
     (info,) = samples["attn_doctor_stack_info"]
     assert info.value == 1
     assert info.labels == {
@@ -256,7 +257,8 @@ def test_verdict_healthy_h100_passes():
     assert document["stack"]["arch"] == "sm_90" and document["stack"]["gpus"] == 1
     assert document["stack"]["xformers"] is None
     assert document["conditional"] == [
-        {"id": "transformers-fa2-4d-attention-mask", "features": ["flash_attention_2", "attention_mask_4d"]}
+        {"id": "usage-flash-attn-not-installed", "features": ["flash_attn_required"]},
+        {"id": "transformers-fa2-4d-attention-mask", "features": ["flash_attention_2", "attention_mask_4d"]},
     ]
     assert document["rules_checked"] == CHECKED
 

@@ -511,7 +511,7 @@ def _together(affects: Affects, env: Environment) -> Reason | None:
     features = tuple(name for name in affects.features if name not in EVIDENT_FEATURES)
     where = env.features.together(features, affects.models)
     if where:
-        return Reason("features", True, f"used together in {where}", evidence=(where,))
+        return Reason("features", True, f"used together in {where}")  # the evidence: the features' reasons
     if where == "":
         return None
     found = env.features.models()

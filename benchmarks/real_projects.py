@@ -8,7 +8,8 @@ original relative paths), the command-line arguments a user would give `check` i
 commit (`affected`, `not-affected` or `unknown`), with the project's own code path and the rule's
 upstream reference as `why`. The verdicts were written before `check` was run on the project; the
 few judged after a run (a rule reported affected that nobody had judged) say so
-(`judged_after_run = true`).
+(`judged_after_run = true`), and an expectation changed later says when, why and from which release
+fact (`corrected`).
 
 Each project goes through the real CLI, as a user would run it in CI, from inside its tree:
 `python -m attn_doctor check --format json --project . ARGS` (NO_COLOR=1, an empty cache folder

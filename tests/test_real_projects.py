@@ -55,6 +55,8 @@ def test_project_toml(folder: Path) -> None:
         assert len(entry["why"]) >= 40, entry
         assert entry["references"] and all(r.startswith("https://") for r in entry["references"]), entry
         assert isinstance(entry.get("judged_after_run", False), bool)
+        # an expectation changed after a run says when and why, with the fact it was read in
+        assert isinstance(entry.get("corrected", ""), str) and len(entry.get("corrected", "x" * 40)) >= 40
 
 
 @pytest.mark.xfail(strict=False, reason="issue 37: fixes land in other branches")

@@ -203,6 +203,22 @@ def test_a_range_on_triton_does_not_hide_the_triton_torch_pins(tmp_path):
     assert triton["origin"].startswith("implied by torch 2.12.0 (Requires-Dist: triton==3.7.0")
 
 
+@pytest.mark.parametrize(
+    ("torch", "triton", "verdict"),
+    [
+        # axolotl's pyproject.toml:15 and :82 (issue 37): torch 2.11.0, 2.12.0 and 2.12.1 pin triton
+        # 3.6.0, 3.7.0 and 3.7.1 (their METADATA, in the release facts); 3.7.1 is past the bug
+        ("torch>=2.11.0,<=2.12.1", ("3.6.0", "3.7.0", "3.7.1"), "unknown"),
+        ("torch>=2.11.0,<2.12.1", ("3.6.0", "3.7.0"), "affected"),
+    ],
+)
+def test_a_range_on_torch_narrows_a_range_on_triton(tmp_path, torch, triton, verdict):
+    requirements = pyproject(tmp_path, torch, "triton>=3.4.0", "flash-linear-attention==0.4.1")
+    args = ("-r", requirements, "--gpu", "H100", "--feature", "backward", "--no-scan")
+    assert tuple(environment(*args)["packages"]["triton"]["releases"]) == triton
+    assert findings(*args)["fla-gated-bwd-hopper-triton-3-4"]["verdict"] == verdict
+
+
 def test_torch_without_a_version_leaves_triton_unknown(tmp_path):
     requirements = pins(tmp_path, "torch", "flash-linear-attention==0.5.0")
     rule = findings("-r", requirements, "--gpu", "H100", "--feature", "backward", "--no-scan")[

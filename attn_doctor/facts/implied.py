@@ -141,7 +141,9 @@ def _from_every_release(
         release = replace(package, version=version)
         for requirement in _requirements(release, markers, facts):
             name, pinned = rule_name(requirement.name), _pinned(requirement, facts)
-            if name in _STACK and name not in packages and name not in added and pinned:
+            stated = packages.get(name)
+            open_range = stated is not None and stated.version is None and not stated.releases
+            if name in _STACK and (name not in packages or open_range) and name not in added and pinned:
                 if package.name == "torch" and not _same_variant(release, requirement):
                     continue
                 pins.setdefault(name, set()).add(pinned)
@@ -163,11 +165,25 @@ def _from_every_release(
             f"implied by {package.name} without a version ({package.origin}): "
             f"{requiring} of the {len(admitted)} releases it admits ({span}) pin {name} {shown}"
         )
-        if requiring == len(admitted):
+        stated = packages.get(name)
+        if stated is not None:  # a range of its own (triton>=3.4.0): the releases both admit
+            within = _within(stated, ordered) if requiring == len(admitted) else ()
+            if within:
+                packages[name] = replace(stated, releases=within, origin=f"{origin}, within {stated.origin}")
+        elif requiring == len(admitted):
             found[name] = Package(name, None, distributions[name], origin, releases=ordered)
         else:
             env.origins[MAYBE + name] = origin
     return found
+
+
+def _within(stated: Package, versions: tuple[str, ...]) -> tuple[str, ...]:
+    """Of ``versions``, those the stated package's own range admits."""
+    try:
+        spec = SpecifierSet(stated.specifier or "")
+    except ValueError:
+        return ()
+    return tuple(version for version in versions if spec.contains(version, prereleases=True))
 
 
 def _disagrees(stated: Package | None, pinned: str) -> bool:

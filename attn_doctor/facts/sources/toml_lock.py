@@ -30,7 +30,7 @@ def read_entries(
     entries = data.get(array, [])
     if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
         raise InputError(f"{path} {array}", "must be an array of tables")
-    lines = _name_lines(text, array)
+    lines = name_lines(text, array)
     declared = Declared()
     for index, entry in enumerate(entries):
         line = lines[index] if index < len(lines) else 1
@@ -50,7 +50,7 @@ def any_marker(markers: Any) -> str | None:
     return markers if isinstance(markers, str) else None
 
 
-def _name_lines(text: str, array: str) -> list[int]:
+def name_lines(text: str, array: str) -> list[int]:
     """For each ``[[array]]`` header in order, the line of its ``name =`` (or the header's own)."""
     header = f"[[{array}]]"
     found: list[int] = []

@@ -72,9 +72,14 @@ def test_llama_factory_an_unknown_base_image_and_unread_installs_are_problems_an
     assert packages(report)["setuptools"] == (None, f"{dockerfile}:27")
     assert "flash-attn" not in report["environment"]["packages"]
     assert report["environment"]["origins"]["packages"].startswith("the Dockerfile's lines")
-    assert "not_affected" not in {
-        verdicts(report)[rule] for rule in verdicts(report) if rule.startswith("flash-attn-")
+    # flash-attn may be in the image: no rule on it is decided by its absence
+    held = {
+        reason["holds"]
+        for finding in report["findings"]
+        for reason in finding["reasons"]
+        if reason["condition"] == "flash-attn"
     }
+    assert held == {None}
 
 
 def test_a_requirements_file_beside_the_dockerfile_is_read(tmp_path: Path) -> None:
@@ -101,6 +106,9 @@ def test_llama_factory_base_local_wheels_are_read_by_their_file_names() -> None:
         f"{dockerfile}:46 (flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl)",
     )
     assert found["flashinfer-python"][0] == "0.2.2.post1+cu124torch2.6"
+    wheel = report["environment"]["packages"]["flash-attn"]["wheel"]
+    assert wheel == "flash_attn-2.7.4.post1+cu12torch2.6cxx11abiFALSE-cp311-cp311-linux_x86_64.whl"
+    assert verdicts(report)["flash-attn-no-prebuilt-wheel-for-torch"] == "not-affected"  # a wheel, no build
     assert found["torch"] == ("2.6.0", "image pytorch/pytorch:2.6.0-cuda12.4-cudnn9-devel (its tag)")
     assert report["environment"]["torch_build"]["cuda"] == "12.4"
 

@@ -862,7 +862,7 @@ def _argument(
             version = f"{version}+{variant[0]}"
             notes = (*notes, variant[1])
             where = f"{origin} ({'; '.join(dict.fromkeys(notes))})"
-        _install(reader, state, req.name, version, where)
+        _install(reader, state, req.name, version, where, specifier=str(req.specifier))
 
 
 def _is_wheel(text: str) -> bool:
@@ -880,17 +880,42 @@ def _wheel(reader: _Reader, origin: str, text: str, state: _State, name: str | N
     except (InvalidWheelFilename, InvalidVersion, ValueError):
         reader.problem(origin, f"{shown(text)}: not a wheel's file name (NAME-VERSION-TAGS.whl), not read")
         return
-    _install(reader, state, name or filename.split("-", 1)[0], str(version), f"{origin} ({url_shown(text)})")
+    _install(
+        reader,
+        state,
+        name or filename.split("-", 1)[0],
+        str(version),
+        f"{origin} ({url_shown(text)})",
+        wheel=filename,
+    )
 
 
-def _install(reader: _Reader, state: _State, name: str, version: str | None, origin: str) -> None:
+def _install(
+    reader: _Reader,
+    state: _State,
+    name: str,
+    version: str | None,
+    origin: str,
+    *,
+    specifier: str | None = None,
+    wheel: str | None = None,
+) -> None:
+    """``name`` installed (over what was before); ``specifier``: the range a requirement without an
+    exact version gave ("" unpinned); ``wheel``: the wheel file it is installed from."""
     try:
         if version is not None:
             check_version(version, origin)
     except InputError as exc:
         reader.problem(origin.split(" (", 1)[0], str(exc).rpartition(": ")[2], unread=False)
         version = None
-    package = Package(installed_name(name, version), version, name, origin)
+    package = Package(
+        installed_name(name, version),
+        version,
+        name,
+        origin,
+        specifier=specifier if version is None else None,
+        wheel=wheel,
+    )
     state.packages.pop(package.name, None)  # the later install wins, and keeps its place last
     state.packages[package.name] = package
     if package.name == "torch":

@@ -22,6 +22,7 @@ from attn_doctor.facts.sources.common import (
     requirement,
     shown,
     url_shown,
+    wheel_file,
 )
 from attn_doctor.inputs import read_text
 
@@ -97,7 +98,8 @@ def read_lines(
             req = requirement(line[: options.start()] if options else line, origin)
             if applies(str(req.marker) if req.marker else None, markers, origin):
                 if req.url:  # name @ URL: the URL is where the version comes from
-                    out.add(req.name, _version_from_url(req.url), f"{origin} ({url_shown(req.url)})")
+                    from_url = f"{origin} ({url_shown(req.url)})"
+                    out.add(req.name, _version_from_url(req.url), from_url, wheel=wheel_file(req.url))
                 else:
                     out.add(req.name, exact_version(req), origin)
 
@@ -119,7 +121,7 @@ def _url_line(line: str, origin: str, markers: dict[str, str], out: Declared) ->
             raise InputError(
                 origin, f"{shown(filename)}: not a wheel's file name (NAME-VERSION-TAGS.whl)"
             ) from None
-        out.add(filename.split("-", 1)[0], str(version), where)
+        out.add(filename.split("-", 1)[0], str(version), where, wheel=filename)
     elif egg := _EGG.search(url):
         out.add(egg[1], None, where)
     else:

@@ -45,7 +45,7 @@ def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
         origin = f"{path}:{element.lineno}"
         req = requirement(element.value, origin)
         if applies(str(req.marker) if req.marker else None, markers, origin):
-            declared.add(req.name, exact_version(req), origin)
+            declared.add(req.name, exact_version(req), origin, specifier=str(req.specifier))
     return declared
 
 

@@ -55,9 +55,14 @@ def only_input_errors(call) -> None:
         call()
 
 
+PINFILES = Path(__file__).parent / "fixtures" / "pinfiles"
+LINUX = {"sys_platform": "linux", "platform_machine": "x86_64", "python_version": "3.11"}
 FILE_READERS = {
     "requirements.txt": (lambda path: read_declared(path, {}), REQUIREMENTS_SEED),
     "pyproject.toml": (load_config, PYPROJECT_SEED),
+    # a Dockerfile's shell (if/else, ||, ARG values) and setup.py's ast: a problem or an InputError
+    "Dockerfile": (lambda path: read_declared(path, LINUX), (PINFILES / "Dockerfile").read_text()),
+    "setup.py": (lambda path: read_declared(path, LINUX), (PINFILES / "setup.py").read_text()),
 }
 
 

@@ -120,7 +120,7 @@ def test_what_an_image_does_not_state_is_unknown_not_the_runners_or_absent() -> 
     text = cli("check", "--image", image, "-v").stdout
     assert re.search(r"\[!\] triton +not named ", text)
     assert "triton: not named in the image's record (installed or not)" in text
-    assert "need a package the image's record does not name: state it with" in text
+    assert "need a package the image's record or the Dockerfile does not name: state it with" in text
     pinned = environment("--image", image, "--pin", "triton==3.2.0", "--feature", "torch_compile")
     assert {f["id"]: f["verdict"] for f in pinned["findings"]}["triton-3-2-needs-torch-2-6"] == "affected"
 

@@ -165,8 +165,9 @@ def test_m09_nvml_names_give_their_compute_capability(site, fake_nvidia_smi, nam
 @pytest.mark.parametrize("pin_file", ["requirements.txt", "pyproject.toml", "Dockerfile"])
 def test_m10_wildcard_pin_declares_the_package_without_a_version(tmp_path, no_gpu, pin_file):
     """M10: ``torch==2.4.*`` in a pin file is a range, not an exact pin: torch is declared with an
-    unknown version (its rules unknown), and no error. The mutant dropped ``"*" not in version``
-    from ``exact_version``: ``2.4.*`` was taken as an exact version and rejected as not PEP 440."""
+    unknown version (a rule decided only where the range it records lies on one side), and no
+    error. The mutant dropped ``"*" not in version`` from ``exact_version``: ``2.4.*`` was taken as
+    an exact version and rejected as not PEP 440."""
     path = tmp_path / pin_file
     if pin_file == "requirements.txt":
         path.write_text("torch==2.4.*\n")
@@ -181,7 +182,10 @@ def test_m10_wildcard_pin_declares_the_package_without_a_version(tmp_path, no_gp
     assert report["problems"] == []
     torch = report["environment"]["packages"]["torch"]
     assert torch["version"] is None and torch["origin"].startswith(f"{path}:")
-    assert findings(report)["test-torch"]["verdict"] == "unknown"
+    # a file that records the range (pyproject, a Dockerfile) decides the rule by it: every 2.4.x is
+    # < 2.5; a requirements file states no range, so every release is possible
+    expected = "unknown" if pin_file == "requirements.txt" else "affected"
+    assert findings(report)["test-torch"]["verdict"] == expected
 
 
 # ---------------------------------------------------------------- M13: report/sarif.py

@@ -171,11 +171,15 @@ BROKEN = [
     ),
     # dockerfile.py through -r (a Dockerfile given as a pin file)
     ("Dockerfile", "# nothing\nRUN pip install torch\n", "{d}/Dockerfile: no FROM line"),
+    # setup_py.py
     (
-        "Dockerfile",
-        "FROM python:3.11-slim\nRUN pip install 'torch=2.5.1'\n",
-        "{d}/Dockerfile:2: not a requirement: ",
+        "setup.py",
+        "from setuptools import setup\nsetup(install_requires=deps())\n",
+        "{d}/setup.py: install_requires is not a literal list; not supported",
     ),
+    ("setup.py", "import setuptools\n", "{d}/setup.py: no setup(...) call; not supported"),
+    ("setup.py", "setup(install_requires=['torch=2.5.1'])\n", "{d}/setup.py:1: not a requirement: "),
+    ("setup.py", "setup(\n", "{d}/setup.py:1: not Python that parses"),
 ]
 
 
@@ -231,11 +235,15 @@ def test_a_requirements_file_reads_each_kind_of_line(tmp_path: Path):
     facts = declared(tmp_path / "requirements.txt", text)
     req = tmp_path / "requirements.txt"
     assert packages(facts) == {
-        "torch": ("2.5.1", f"{req}:1", "torch"),
+        "torch": (
+            "2.5.1",
+            f"{req}:1 (file:///wheels/torch-2.5.1-cp311-cp311-linux_x86_64.whl#sha256=ab#egg=torch)",
+            "torch",
+        ),
         "flash-attn": (None, f"{req}:2", "flash_attn"),
         "transformers": (None, f"{req}:3", "transformers"),
         "accelerate": ("1.0.0", f"{req}:6", "accelerate"),
-        "xformers": (None, f"{req}:10", "xformers"),
+        "xformers": (None, f"{req}:10 (https://example.com/xformers-0.0.28.tar.gz)", "xformers"),
     }
     assert facts.problems == [f"{req}:9: --frobnicate yes: not a line this reader understands (skipped)"]
 
@@ -379,21 +387,39 @@ def dockerfile_facts(tmp_path: Path, text: str, stage: str | None = None) -> Dec
     return read_dockerfile(path, MARKERS, stage)
 
 
-def test_local_and_url_installs_in_a_dockerfile_are_skipped_not_errors(tmp_path: Path):
-    """x__installs__mutmut_33 (``or``: a ./wheel or an https:// URL was parsed as a requirement,
-    an InputError for a valid Dockerfile): pip's local paths and URLs name no version to read;
-    the pinned requirement and conda's pytorch-cuda on the same line still are."""
+def test_wheels_in_a_dockerfile_are_read_by_their_file_names_and_other_paths_are_problems(tmp_path: Path):
+    """A wheel, local or a URL, names its package and version (PEP 427); a path that is no wheel's
+    file name, and a line pip cannot read as a requirement, are problems of their line, never the
+    end of the file: the pinned requirement and conda's pytorch-cuda on the same line still are."""
     facts = dockerfile_facts(
         tmp_path,
         "FROM python:3.11-slim\n"
         "RUN pip install ./wheels/flash_attn-2.7.4-cp311-cp311-linux_x86_64.whl "
         "https://example.com/x/triton-3.1.0-cp311-cp311-linux_x86_64.whl /opt/w.whl \\\n"
-        "    torch==2.5.1 && conda install -y pytorch-cuda=12.1\n",
+        "    torch==2.5.1 && conda install -y pytorch-cuda=12.1\n"
+        "RUN pip install 'xformers=0.0.28'\n",
     )
     origin = f"{tmp_path}/Dockerfile:2"
-    assert packages(facts) == {"torch": ("2.5.1", origin, "torch")}
+    assert packages(facts) == {
+        "flash-attn": (
+            "2.7.4",
+            f"{origin} (./wheels/flash_attn-2.7.4-cp311-cp311-linux_x86_64.whl)",
+            "flash_attn",
+        ),
+        "triton": (
+            "3.1.0",
+            f"{origin} (https://example.com/x/triton-3.1.0-cp311-cp311-linux_x86_64.whl)",
+            "triton",
+        ),
+        "torch": ("2.5.1", origin, "torch"),
+    }
     assert facts.torch_cuda == ("12.1", origin)
-    assert facts.problems == []
+    assert (
+        facts.problems[0]
+        == f"{origin}: /opt/w.whl: not a wheel's file name (NAME-VERSION-TAGS.whl), not read"
+    )
+    assert facts.problems[1].startswith(f"{tmp_path}/Dockerfile:4: xformers=0.0.28: not a requirement: ")
+    assert len(facts.problems) == 2
 
 
 def test_torch_installed_over_an_image_drops_the_images_cuda(tmp_path: Path):

@@ -38,6 +38,7 @@ def origin_line(origin: str) -> str:
         "environment.yml",
         "conda-export.txt",
         "conda-explicit.txt",
+        "setup.py",
     ],
 )
 def test_every_pin_file_pins_transformers_for_the_gemma_rule(name: str) -> None:

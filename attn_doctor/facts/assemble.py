@@ -50,7 +50,6 @@ from attn_doctor.facts import gpus, system
 from attn_doctor.facts.features import FEATURES, MODELS, FeatureFact, FeatureSet
 from attn_doctor.facts.model import (
     ABSENT,
-    OPEN_IMAGE_PACKAGE_LIST,
     OPEN_PACKAGE_LIST,
     REPLACED,
     Environment,
@@ -283,7 +282,10 @@ def _declared_target(inputs: EnvironmentInputs, problems: list[str]) -> Environm
         env = _over(env, declared.packages)
         _conda_facts(env, declared, inputs)
         if declared.open_package_list:
-            env.origins["packages"] = OPEN_IMAGE_PACKAGE_LIST
+            env.origins["packages"] = declared.open_package_list
+        for name, origin in declared.absent.items():  # uninstalled (pip uninstall in a Dockerfile)
+            if name not in env.packages:
+                env.origins[ABSENT + name] = origin
         for fact, statements in declared.replaced.items():
             env.origins[REPLACED + fact] = "\n".join(statements)
     return env
@@ -304,10 +306,12 @@ def _image_layers(inputs: EnvironmentInputs, env: Environment) -> Declared:
 
 def _conda_facts(env: Environment, declared: Declared, inputs: EnvironmentInputs) -> None:
     """What a conda file or an image states beyond packages: torch's CUDA (pytorch-cuda, a build
-    string, the image's) and the Python; the options (--python) win."""
+    string, the image's), the Python and a CUDA devel image's nvcc; the options (--python) win."""
     if declared.torch_cuda and "torch" in env.packages:
         env.torch_build = TorchBuild(cuda=declared.torch_cuda[0])
         env.origins["torch_build"] = declared.torch_cuda[1]
+    if declared.nvcc and env.nvcc is None:  # a CUDA devel image's toolkit
+        env.nvcc, env.origins["nvcc"] = declared.nvcc
     if declared.python and inputs.python:
         declared.replaces("python", *declared.python)
     elif declared.python:

@@ -10,7 +10,13 @@ is an input error naming the tags known.
 
 An image's record names only some of what the image holds: a fact it does not state (Python,
 triton, transformer-engine) is unknown, never the runner's, and its package list is open.
-``python:X.Y`` images (a Dockerfile's ``FROM``) state their Python in the tag.
+
+Images that ship no Python packages of the stack are known too: ``nvidia/cuda:X.Y.Z-...-devel-...``
+states its CUDA toolkit (nvcc) in the tag (NVIDIA's ``devel`` images hold the toolkit; ``base`` and
+``runtime`` do not, and state nothing about it), ``python:X.Y`` its Python, ``ubuntu``/``debian``
+nothing; their package lists are closed (what the Dockerfile installs is all there is). Any other
+image (``FROM ghcr.io/org/img:tag``) is one whose contents are not known: ``base_image_facts``
+answers None, and the Dockerfile reader leaves what it may ship unknown.
 """
 
 from __future__ import annotations
@@ -20,12 +26,22 @@ import re
 from packaging.version import Version
 
 from attn_doctor.errors import InputError
+from attn_doctor.facts.model import OPEN_IMAGE_PACKAGE_LIST
 from attn_doctor.facts.sources.common import Declared
 from attn_doctor.releases.facts import ReleaseFacts
 
 NGC_REPOSITORY = "nvcr.io/nvidia/pytorch"
 OFFICIAL_REPOSITORIES = ("pytorch/pytorch", "docker.io/pytorch/pytorch", "index.docker.io/pytorch/pytorch")
 PYTHON_REPOSITORIES = ("python", "library/python", "docker.io/library/python", "docker.io/python")
+CUDA_REPOSITORIES = ("nvidia/cuda", "docker.io/nvidia/cuda", "nvcr.io/nvidia/cuda")
+# operating-system images: no Python package of the stack in them
+OS_REPOSITORIES = tuple(
+    f"{prefix}{name}" for name in ("ubuntu", "debian") for prefix in ("", "library/", "docker.io/library/")
+)
+# 12.8.1-cudnn-devel-ubuntu22.04, 12.4.1-cudnn9-runtime-ubuntu22.04, 12.9.1-devel-ubuntu22.04
+_CUDA_TAG = re.compile(
+    r"^(?P<cuda>[0-9]{1,2}\.[0-9]{1,2})(?:\.[0-9]{1,3})?-(?:cudnn[0-9]*-)?(?P<flavour>base|runtime|devel)-"
+)
 _OFFICIAL_TAG = re.compile(
     r"^(?P<torch>[0-9]+\.[0-9]+\.[0-9]+)-cuda(?P<cuda>[0-9]+\.[0-9]+)-cudnn(?P<cudnn>[0-9]+)-(?:runtime|devel)$"
 )
@@ -61,8 +77,15 @@ def image_facts(reference: str, facts: ReleaseFacts, source: str) -> Declared:
         return _ngc(tag, reference, facts, source)
     if repository in OFFICIAL_REPOSITORIES:
         return _official(tag, reference, facts, source)
+    if repository in CUDA_REPOSITORIES:
+        cuda = cuda_image_facts(reference)
+        if cuda is None:
+            raise InputError(source, f"unknown tag {tag!r} (tags are X.Y.Z[-cudnnN]-base|runtime|devel-OS)")
+        return cuda
     raise InputError(
-        source, f"not an image whose contents are known ({NGC_REPOSITORY}:YY.MM-py3, pytorch/pytorch:TAG)"
+        source,
+        f"not an image whose contents are known ({NGC_REPOSITORY}:YY.MM-py3, pytorch/pytorch:TAG,"
+        " nvidia/cuda:TAG)",
     )
 
 
@@ -72,7 +95,7 @@ def _ngc(tag: str, reference: str, facts: ReleaseFacts, source: str) -> Declared
     if entry is None or not tag.endswith("-py3"):
         known = ", ".join(f"{name}-py3" for name in sorted(images, key=_month))
         raise InputError(source, f"unknown tag {tag!r} (the release facts know: {known or 'none'})")
-    declared = Declared(open_package_list=True)
+    declared = Declared(open_package_list=OPEN_IMAGE_PACKAGE_LIST)
     for key, name in _NGC_PACKAGES.items():
         if key in entry:
             declared.add(name, entry[key]["value"], _origin(reference, entry[key]))
@@ -101,9 +124,37 @@ def _official(tag: str, reference: str, facts: ReleaseFacts, source: str) -> Dec
         )
         raise InputError(source, f"unknown tag {tag!r}{hint}")
     origin = f"image {reference} (its tag)"
-    declared = Declared(open_package_list=True)
+    declared = Declared(open_package_list=OPEN_IMAGE_PACKAGE_LIST)
     declared.add("torch", match["torch"], origin)
     declared.torch_cuda = (match["cuda"], origin)
+    return declared
+
+
+def base_image_facts(reference: str, facts: ReleaseFacts, source: str) -> Declared | None:
+    """What a Dockerfile's ``FROM`` image ships: an NGC or official PyTorch image's record (an unknown
+    tag of theirs is an InputError, as for ``--image``), a CUDA, Python or OS image's tag; None for
+    an image whose contents are not known."""
+    repository, tag = _repository_and_tag(reference)
+    if repository == NGC_REPOSITORY or repository in OFFICIAL_REPOSITORIES:
+        return image_facts(reference, facts, source)
+    if repository in CUDA_REPOSITORIES:
+        return cuda_image_facts(reference)
+    if repository in PYTHON_REPOSITORIES:
+        return python_image_facts(reference)
+    if repository in OS_REPOSITORIES:
+        return Declared()
+    return None
+
+
+def cuda_image_facts(reference: str) -> Declared | None:
+    """``nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04``: no Python packages; a ``devel`` image's CUDA
+    toolkit (nvcc) is the tag's CUDA release. None for a tag of another shape."""
+    match = _CUDA_TAG.match(_repository_and_tag(reference)[1])
+    if match is None:
+        return None
+    declared = Declared()
+    if match["flavour"] == "devel":
+        declared.nvcc = (match["cuda"], f"image {reference} (its tag: a devel image holds the CUDA toolkit)")
     return declared
 
 

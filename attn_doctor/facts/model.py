@@ -32,7 +32,15 @@ MAX_VERSION_CHARS = 64  # no release, driver or CUDA version comes near; 4,301 d
 # probed machine or a requirements file is closed); each with the words for what did not name it
 OPEN_PACKAGE_LIST = "the log (a package it does not name may still be installed)"
 OPEN_IMAGE_PACKAGE_LIST = "the image's record (a package it does not name may still be installed)"
-OPEN_PACKAGE_LISTS = {OPEN_PACKAGE_LIST: "the log", OPEN_IMAGE_PACKAGE_LIST: "the image's record"}
+# a Dockerfile FROM an image whose contents are not known, or with an install line it cannot read
+OPEN_DOCKERFILE_PACKAGE_LIST = (
+    "the Dockerfile's lines (its base image, or an install it does not read, may hold other packages)"
+)
+OPEN_PACKAGE_LISTS = {
+    OPEN_PACKAGE_LIST: "the log",
+    OPEN_IMAGE_PACKAGE_LIST: "the image's record",
+    OPEN_DOCKERFILE_PACKAGE_LIST: "the Dockerfile's lines",
+}
 # origins["over: torch"]: what a layer of a declared target replaced ("FILE:LINE (2.6.0)"), for -v
 REPLACED = "over: "
 ABSENT = "absent: "  # origins["absent: xformers"]: where the log says the package is not installed

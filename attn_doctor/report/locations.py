@@ -8,7 +8,8 @@ import re
 from attn_doctor.check import CheckResult
 from attn_doctor.engine.matcher import Finding, Verdict
 
-_FILE_LINE = re.compile(r"^(?P<file>.+):(?P<line>\d+)$")
+# FILE:LINE, or FILE:LINE (what the line said: a wheel's URL, the ARG default a version took)
+_FILE_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+)(?: \(.*\))?$", re.S)
 
 
 def requirement_location(finding: Finding) -> tuple[str, int] | None:

@@ -36,8 +36,8 @@ _NEEDS: dict[str, tuple[str, str]] = {
         "a package the log does not name",
         "give the stack with -r, --pin or --env-file",
     ),
-    matcher.MISSING_FROM_IMAGE: (
-        "a package the image's record does not name",
+    matcher.MISSING_FROM_IMAGE: (  # or a Dockerfile's lines, over an image whose contents are not known
+        "a package the image's record or the Dockerfile does not name",
         "state it with --pin NAME==VERSION or -r FILE",
     ),
     matcher.MISSING_API_ERROR: ("an API error read from a log", "run `attn-doctor explain LOG`"),

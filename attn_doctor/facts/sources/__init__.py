@@ -22,6 +22,7 @@ from attn_doctor.facts.sources import (
     pylock,
     pyproject,
     requirements,
+    setup_py,
     uv_lock,
 )
 from attn_doctor.facts.sources.common import Declared
@@ -34,6 +35,7 @@ SOURCES: tuple[ModuleType, ...] = (
     pylock,
     pipfile_lock,
     pyproject,
+    setup_py,
     conda_env,
     conda_list,
     requirements,

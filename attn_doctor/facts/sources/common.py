@@ -33,8 +33,11 @@ class Declared:
     problems: list[str] = field(default_factory=list)  # lines it does not understand: reported
     torch_cuda: tuple[str, str] | None = None  # (CUDA version, origin): conda's pytorch-cuda, builds
     python: tuple[str, str] | None = None  # (version, origin): conda's python=3.11
-    # an image's record names only some of its packages: one it does not name may be there
-    open_package_list: bool = False
+    # origins["packages"] where the list is open (model.OPEN_PACKAGE_LISTS): an image's record, or a
+    # Dockerfile's lines, name only some of the packages; one they do not name may be there
+    open_package_list: str = ""
+    nvcc: tuple[str, str] | None = None  # (CUDA toolkit version, origin): a CUDA devel image's tag
+    absent: dict[str, str] = field(default_factory=dict)  # name -> where it was uninstalled
     # per fact ("torch", "torch build", "python"): what lower layers stated and this one replaced
     replaced: dict[str, list[str]] = field(default_factory=dict)
 
@@ -48,13 +51,15 @@ class Declared:
         plain: bool = False,
         specifier: str | None = None,
         wheel: str | None = None,
+        releases: tuple[str, ...] = (),
     ) -> None:
         """A package; the first statement of a name wins (a lock lists each once per resolution).
         ``distribution``: the name it is published under where that is not ``name`` (conda's
         ``pytorch`` is torch, but not the registry's wheel: its metadata implies nothing).
         ``plain``: the version was read as a PLAIN_VERSION, valid by its shape: not checked again.
         ``specifier``: a package without a version was declared with this range ("" unpinned);
-        ``wheel``: the file name of the prebuilt wheel it is installed from."""
+        ``wheel``: the file name of the prebuilt wheel it is installed from;
+        ``releases``: the version is unknown but one of these (the branches of a shell ``if``)."""
         if version is not None and not plain:
             check_version(version, origin)
         package = Package(
@@ -62,6 +67,7 @@ class Declared:
             version,
             distribution or name,
             origin,
+            releases,
             specifier=specifier if version is None else None,
             wheel=wheel,
         )
@@ -71,15 +77,20 @@ class Declared:
         """Lay this layer over ``other``: what this one states wins, and what it replaces is kept in
         ``replaced``; the rest of ``other`` stays. ``other``'s torch CUDA goes with its torch: a torch
         this layer states brings its own (its label, or what its release implies)."""
-        states_torch = "torch" in self.packages
-        if not self.packages:  # nothing laid over it yet: a copy in C (a lock may hold 500,000 pins)
+        states_torch = "torch" in self.packages or "torch" in self.absent
+        if (
+            not self.packages and not self.absent
+        ):  # nothing laid over it yet: a copy in C (a lock may hold 500,000 pins)
             self.packages = dict(other.packages)
         else:
             for name, package in other.packages.items():
                 if name in self.packages:
                     self.replaces(name, package.version or "no version", package.origin)
-                else:
+                elif name not in self.absent:  # not uninstalled by this layer
                     self.packages[name] = package
+        for name, origin in other.absent.items():
+            if name not in self.packages:
+                self.absent.setdefault(name, origin)
         self.problems += other.problems
         if other.torch_cuda and (self.torch_cuda or states_torch):
             self.replaces("torch build", f"CUDA {other.torch_cuda[0]}", other.torch_cuda[1])
@@ -88,6 +99,9 @@ class Declared:
         if other.python and self.python:
             self.replaces("python", *other.python)
         self.python = self.python or other.python
+        if other.nvcc and self.nvcc:
+            self.replaces("nvcc", *other.nvcc)
+        self.nvcc = self.nvcc or other.nvcc
         self.open_package_list = self.open_package_list or other.open_package_list
         for fact, statements in other.replaced.items():
             self.replaced.setdefault(fact, []).extend(statements)
@@ -147,6 +161,11 @@ def check_version(version: str, source: str) -> None:
         raise InputError(source, f"{shown(repr(version))} is not a valid PEP 440 version") from None
 
 
-def shown(text: str) -> str:
+def shown(text: str, limit: int = 120) -> str:
     """A line of the user's, short enough for one error line."""
-    return text if len(text) <= 120 else text[:117] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def url_shown(url: str) -> str:
+    """A URL in a fact's origin (where a wheel came from): whole, unless it is absurdly long."""
+    return shown(url, 400)

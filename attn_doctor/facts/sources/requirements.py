@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from packaging.utils import parse_wheel_filename
 
@@ -20,6 +21,8 @@ from attn_doctor.facts.sources.common import (
     exact_version,
     requirement,
     shown,
+    url_shown,
+    wheel_file,
 )
 from attn_doctor.inputs import read_text
 
@@ -46,6 +49,7 @@ _INSTALL_OPTIONS = (
 )
 _OPTION = re.compile(r"\s--")
 _EGG = re.compile(r"#egg=([A-Za-z0-9._-]+)")
+_URL = re.compile(r"^(?:https?|file|git\+[a-z]+|hg\+[a-z]+|svn\+[a-z]+|bzr\+[a-z]+)://", re.I)
 _COMMENT = re.compile(r"(^|\s)#.*$")
 # NAME==VERSION, as `pip freeze` writes nearly every line: a requirement packaging would read the
 # same way, read without its PEP 508 parser (about 20 times slower: 500,000 pins took 30 s)
@@ -87,11 +91,43 @@ def read_lines(
         elif line.startswith("-"):
             if line.split("=", 1)[0].split()[0] not in _INSTALL_OPTIONS:
                 out.problems.append(f"{origin}: {shown(line)}: not a line this reader understands (skipped)")
+        elif _URL.match(line):
+            _url_line(line, origin, markers, out)
         else:
             options = _OPTION.search(line)  # drop --hash=... options (a search linear in the line)
             req = requirement(line[: options.start()] if options else line, origin)
             if applies(str(req.marker) if req.marker else None, markers, origin):
-                out.add(req.name, _version_from_url(req.url) if req.url else exact_version(req), origin)
+                if req.url:  # name @ URL: the URL is where the version comes from
+                    from_url = f"{origin} ({url_shown(req.url)})"
+                    out.add(req.name, _version_from_url(req.url), from_url, wheel=wheel_file(req.url))
+                else:
+                    out.add(req.name, exact_version(req), origin)
+
+
+def _url_line(line: str, origin: str, markers: dict[str, str], out: Declared) -> None:
+    """A bare URL, as pip takes it: a wheel's name and version from its file name (PEP 427),
+    ``#egg=NAME`` names a VCS or archive URL's package; another URL is reported, not read. A
+    marker after ``; `` is read as on any requirement."""
+    url, _, marker = line.partition("; ")
+    url = _OPTION.split(url, 1)[0].strip()  # --hash=... after it
+    if not applies(marker.strip() or None, markers, origin):
+        return
+    where = f"{origin} ({url_shown(url)})"
+    filename = unquote(urlsplit(url).path).rsplit("/", 1)[-1]
+    if filename.endswith(".whl"):
+        try:
+            name, version, _, _ = parse_wheel_filename(filename)
+        except ValueError:  # InvalidWheelFilename, InvalidVersion
+            raise InputError(
+                origin, f"{shown(filename)}: not a wheel's file name (NAME-VERSION-TAGS.whl)"
+            ) from None
+        out.add(filename.split("-", 1)[0], str(version), where, wheel=filename)
+    elif egg := _EGG.search(url):
+        out.add(egg[1], None, where)
+    else:
+        out.problems.append(
+            f"{origin}: {shown(url)}: a URL that names no package (a VCS or archive), not read"
+        )
 
 
 def _include(

@@ -96,6 +96,7 @@ def _walk(
     for entry in entries:
         by_name.setdefault(rule_name(str(entry.get("name"))), []).append(entry)
     reached: set[int] = set()
+    decided = {**markers, "extra": "on"}  # _with_extras has decided every extra of the markers
     todo = list(roots)
     while todo:
         entry = todo.pop()
@@ -109,7 +110,7 @@ def _walk(
                 edges += _list(dev.get(group) if isinstance(dev, dict) else None)
         for edge in edges:
             marker = edge.get("marker")
-            if isinstance(marker, str) and not applies(_with_extras(marker, active), markers, f"{path}"):
+            if isinstance(marker, str) and not applies(_with_extras(marker, active), decided, str(path)):
                 continue
             target = _chosen(by_name.get(rule_name(str(edge.get("name"))), []), edge, markers, path)
             if target is not None:
@@ -117,7 +118,13 @@ def _walk(
                 for extra in _list_of_str(edge.get("extra")):
                     optional = target.get("optional-dependencies", {})
                     extras = _list(optional.get(extra) if isinstance(optional, dict) else None)
-                    todo += [e for dep in extras if (e := _chosen(by_name.get(rule_name(str(dep.get("name"))), []), dep, markers, path))]
+                    todo += [
+                        e
+                        for dep in extras
+                        if (
+                            e := _chosen(by_name.get(rule_name(str(dep.get("name"))), []), dep, markers, path)
+                        )
+                    ]
     return reached
 
 
@@ -146,7 +153,7 @@ def _with_extras(marker: str, active: set[str]) -> str:
 
     def decided(match: re.Match[str]) -> str:
         holds = (match.group(3) in active) == (match.group(1) == "==")
-        return "'1' == '1'" if holds else "'1' == '0'"
+        return "extra == 'on'" if holds else "extra == 'off'"  # evaluated with extra = "on"
 
     return _EXTRA.sub(decided, marker)
 

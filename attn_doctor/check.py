@@ -15,7 +15,7 @@ from attn_doctor.config import Config
 from attn_doctor.engine.loader import RuleSet
 from attn_doctor.engine.matcher import Finding, Verdict, match, with_probe
 from attn_doctor.engine.severity import SEVERITIES
-from attn_doctor.facts.model import Environment
+from attn_doctor.facts.model import UNREAD, Environment
 from attn_doctor.probes.observation import Observation, ProbeVerdict
 from attn_doctor.progress import QUIET, Progress
 
@@ -79,17 +79,25 @@ def run_check(
         fail_on=fail_on or config.fail_on or "error",
         problems=problems,
         fail_on_unknown=fail_on_unknown,
-        notes=_newer_than_snapshot(env),
+        notes=_notes(env),
     )
 
 
-def _newer_than_snapshot(env: Environment) -> list[str]:
-    """The report's notes on packages newer than the release facts know (none without packages)."""
+def _notes(env: Environment) -> list[str]:
+    """The lines of the target's files that were not read, then the packages newer than the
+    release facts know (none without packages)."""
+    unread = [
+        f"{key.removeprefix(UNREAD)}: {what}"
+        + ("" if "unknown" in what or "not read" in what else " (not read: what it installs is unknown)")
+        for key, whats in env.origins.items()
+        if key.startswith(UNREAD)
+        for what in whats.splitlines()
+    ]
     if not env.packages:
-        return []
+        return unread
     from attn_doctor.releases.facts import snapshot  # a bare target reads no release facts
 
-    return snapshot().newer_than_snapshot(env)
+    return [*unread, *snapshot().newer_than_snapshot(env)]
 
 
 # which observation of a rule counts when several saw it (probes, one scan per --source checkout):

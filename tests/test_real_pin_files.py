@@ -29,8 +29,12 @@ def checked(*args: str | Path) -> tuple[int, dict, list[str]]:
     """The exit code, the JSON report and the problems printed (one line each)."""
     result = cli("check", *args, "--no-scan", "--format", "json")
     assert "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    # a Dockerfile's lines not read are notes of the report (the exit code is the findings'); a
+    # requirements file's are problems (stderr, exit 2)
     problems = [line.removeprefix("attn-doctor: error: ") for line in result.stderr.splitlines()]
-    return result.exit_code, json.loads(result.stdout), problems
+    problems += [note for note in report["notes"] if "newer than" not in note]
+    return result.exit_code, report, problems
 
 
 def packages(report: dict) -> dict[str, tuple[str | None, str]]:
@@ -59,7 +63,7 @@ def test_llama_factory_an_unknown_base_image_and_unread_installs_are_problems_an
         "--dockerfile", LLAMA_FACTORY / "Dockerfile", "--feature", "flash_attention_2"
     )
     dockerfile = LLAMA_FACTORY / "Dockerfile"
-    assert code == 2
+    assert code in (0, 1)  # lines not read are notes, not input errors: the findings decide
     assert problems == [
         f"{dockerfile}:3: FROM hiyouga/pytorch:th2.6.0-cu124-flashattn2.7.4-cxx11abi0-devel: an image whose"
         " contents are not known: what it ships is unknown",
@@ -119,7 +123,7 @@ def test_verl_an_ngc_tag_unknown_uninstall_then_install_and_the_index_variant() 
     ``torch==2.8.0 --index-url .../whl/cu128`` and ``flash_attn==2.7.4.post1``."""
     code, report, problems = checked("--dockerfile", VERL / "Dockerfile.base")
     dockerfile = VERL / "Dockerfile.base"
-    assert code == 2
+    assert code in (0, 1)  # lines not read are notes, not input errors: the findings decide
     assert problems[0].startswith(
         f"{dockerfile}:3: FROM nvcr.io/nvidia/pytorch:25.03-py3: unknown tag '25.03-py3'"
     )
@@ -161,7 +165,7 @@ def test_verl_nvidia_cuda_devel_states_nvcc_and_cu129_is_torchs_build() -> None:
     assert packages(report)["flash-attn"] == ("2.8.1", f"{dockerfile}:60")
     assert f"{dockerfile}:35: pip install -e .: the project itself, not read" in problems
     assert env["origins"]["absent: verl"] == f"{dockerfile}:102"  # installed, then uninstalled
-    assert code == 2
+    assert code in (0, 1)  # lines not read are notes, not input errors: the findings decide
 
 
 def test_openrlhf_an_environment_prefix_is_read_and_the_later_install_wins() -> None:
@@ -176,7 +180,7 @@ def test_openrlhf_an_environment_prefix_is_read_and_the_later_install_wins() -> 
     assert len(problems) == 1 and problems[0].startswith(
         f"{OPENRLHF}:1: FROM nvcr.io/nvidia/pytorch:26.03-py3"
     )
-    assert code == 2
+    assert code in (0, 1)  # lines not read are notes, not input errors: the findings decide
 
 
 def test_axolotl_arg_defaults_if_else_and_uv_torch_backend() -> None:
@@ -221,7 +225,7 @@ def test_axolotl_an_image_not_known_leaves_its_packages_unknown_not_clean() -> N
     "not named" and the rules on it unknown."""
     code, report, problems = checked("--dockerfile", AXOLOTL / "Dockerfile-uv")
     dockerfile = AXOLOTL / "Dockerfile-uv"
-    assert code == 2
+    assert code in (0, 1)  # lines not read are notes, not input errors: the findings decide
     assert problems[0] == (
         f"{dockerfile}:3: FROM axolotlai/axolotl-base-uv:main-base: an image whose contents are not known:"
         " what it ships is unknown"

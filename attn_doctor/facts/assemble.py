@@ -52,6 +52,7 @@ from attn_doctor.facts.model import (
     ABSENT,
     OPEN_PACKAGE_LIST,
     REPLACED,
+    UNREAD,
     Environment,
     Gpu,
     Package,
@@ -298,7 +299,15 @@ def _image_layers(inputs: EnvironmentInputs, env: Environment) -> Declared:
 
     layers = Declared()
     if inputs.dockerfile is not None:
-        layers.merge(read_dockerfile(inputs.dockerfile, marker_environment(env), inputs.stage))
+        built = read_dockerfile(inputs.dockerfile, marker_environment(env), inputs.stage)
+        # a line not read is not a wrong input: its installs are unknown (the package list is
+        # open), the report notes the line, and the exit code is the findings'
+        for line in built.problems:
+            where, _, what = line.partition(": ")
+            known = env.origins.get(UNREAD + where)
+            env.origins[UNREAD + where] = what if known is None else f"{known}\n{what}"  # one a line
+        built.problems = []
+        layers.merge(built)
     if inputs.image is not None:
         layers.merge(read_image(inputs.image))
     return layers

@@ -47,6 +47,9 @@ ABSENT = "absent: "  # origins["absent: xformers"]: where the log says the packa
 # origins["maybe: triton"]: a package that some of the releases a stated package can be require (torch
 # without a version: its old releases pin no triton): installed or not, not known
 MAYBE = "maybe: "
+# origins["unread: Dockerfile:35"]: a line of a declared target's file that was not read (pip install
+# -e ., an image whose contents are not known): what it installs is unknown, the rest is read
+UNREAD = "unread: "
 # The shapes of the numeric facts: what reads them splits on "." and calls int() on the parts, so
 # "9.0.0", "9.a", "¹.²" (str.isdigit, but not int) or "-1" must stop where the file is read.
 # ASCII digits only: Python's \d also takes "٩".

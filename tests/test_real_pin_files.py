@@ -317,9 +317,24 @@ def test_setup_py_install_requires_as_a_module_list() -> None:
     assert "flash-attn" not in found
 
 
-def test_setup_py_install_requires_not_a_literal_list_is_refused() -> None:
-    """huggingface/open-r1's setup.py builds install_requires from a table (``deps["trl"]``)."""
+def test_setup_py_install_requires_from_a_requirement_table() -> None:
+    """huggingface/open-r1's setup.py builds install_requires from a table (``deps["trl"]``) of its
+    literal ``_deps`` list, as transformers does: each entry is the list's string, at its line;
+    what only extras_require takes (torch, in extras["torch"]) is not installed by it."""
     setup = REAL / "open-r1" / "setup.py"
+    found = packages(checked("-r", setup)[1])
+    line = setup.read_text().splitlines().index('    "transformers==4.52.3",') + 1
+    assert found["transformers"] == ("4.52.3", f"{setup}:{line}")
+    assert found["trl"][0] == "0.18.0" and found["deepspeed"][0] == "0.16.8"
+    assert "torch" not in found or found["torch"][1].startswith("implied by")
+
+
+def test_setup_py_install_requires_not_a_literal_list_is_refused(tmp_path: Path) -> None:
+    """A list built by a function call (or appended to) is not read: one line, exit 2."""
+    setup = tmp_path / "setup.py"
+    setup.write_text(
+        "from setuptools import setup\n\nsetup(name='x', install_requires=load('requirements.txt'))\n"
+    )
     assert_one_line_error(
         cli("check", "-r", setup), f"{setup}: install_requires is not a literal list; not supported"
     )

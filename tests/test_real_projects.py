@@ -59,7 +59,6 @@ def test_project_toml(folder: Path) -> None:
         assert isinstance(entry.get("corrected", ""), str) and len(entry.get("corrected", "x" * 40)) >= 40
 
 
-@pytest.mark.xfail(strict=False, reason="issue 37: fixes land in other branches")
 def test_check_on_real_projects_meets_issue_37() -> None:
     scores = [real_projects.score(folder) for folder in FOLDERS]
     refused = [s.name for s in scores if s.refused]

@@ -34,7 +34,8 @@ matrix is read by a small purpose-built YAML-subset reader (block mappings and s
 lists of scalars, quoted and plain scalars, comments), not PyYAML.
 
 Options: --out DIR (default: the package's snapshot folder), --index-url URL, --packages a,b
-(refresh only those registry files; the others and meta.json's entries for them are kept),
+(refresh only those registry files; the others and meta.json's entries for them are kept; with it
+--triton-git may be left out, and triton-ptxas.json is kept as it is),
 --workers N (at most 8), --timeout SECONDS, --retries N. triton-ptxas.json and
 flash-attn-wheels.json are rewritten by every run. --ngc-images alone rewrites only
 ngc-pytorch-images.json from tools/ngc_pytorch_images.json, offline (no clones, no index), and
@@ -121,6 +122,9 @@ PACKAGES: tuple[PackageSpec, ...] = (
     PackageSpec("nvidia-cudnn-cu13"),
     PackageSpec("accelerate", keep_requires=STACK_NAMES),
     PackageSpec("peft", keep_requires=STACK_NAMES),
+    # engines and trainers that pin the stack for their users (vllm 0.8.5.post1: torch==2.6.0)
+    PackageSpec("vllm", keep_requires=STACK_NAMES | {"xformers"}),
+    PackageSpec("trl", keep_requires=STACK_NAMES),
 )
 
 
@@ -1487,8 +1491,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(problem)
         print(f"wrote {args.out / 'ngc-pytorch-images.json'}")
         return 1 if problems else 0
-    if args.flash_attention_git is None or args.triton_git is None:
-        parser.error("--flash-attention-git and --triton-git are required (or --ngc-images alone)")
+    if args.flash_attention_git is None or (args.triton_git is None and not args.packages):
+        parser.error(
+            "--flash-attention-git and --triton-git are required (or --ngc-images alone; "
+            "with --packages, --triton-git may be left out and triton-ptxas.json is kept)"
+        )
 
     specs = list(PACKAGES)
     if args.packages:
@@ -1500,8 +1507,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     git_dir = git_dir_of(args.flash_attention_git)
     if not git_dir.exists():
         parser.error(f"{args.flash_attention_git} does not exist")
-    triton_dir = git_dir_of(args.triton_git)
-    if not triton_dir.exists():
+    triton_dir = None if args.triton_git is None else git_dir_of(args.triton_git)
+    if triton_dir is not None and not triton_dir.exists():
         parser.error(f"{args.triton_git} does not exist")
 
     started = time.monotonic()
@@ -1516,7 +1523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
             workers=args.workers,
             prune=not args.packages,
-            triton_tags=GitTags(triton_dir),
+            triton_tags=None if triton_dir is None else GitTags(triton_dir),
         )
     except FetchError as error:
         print(f"error: {error} (nothing written)", file=sys.stderr)

@@ -1,19 +1,26 @@
 """setup.py: the ``install_requires`` of its ``setup(...)`` call, where that is a literal list (or
-tuple) of strings, written in the call or in a module-level variable the call names and nothing
-else changes. The file is parsed, never run: any other ``install_requires`` (a function's result,
-a list built from a table, one appended to) is not supported, and the file is refused with one
-line. ``extras_require`` is not read: an extra is installed only when asked for.
+tuple) written in the call or in a module-level variable the call names and nothing else changes.
+Its items are strings, or ``deps["name"]``: an entry of a table built from a module-level literal
+list of requirement strings (``_deps = ["torch==2.6.0", ...]`` and ``deps = {b: a for a, b in
+(re.findall(..., x)[0] for x in _deps)}``, as transformers, diffusers, trl and open-r1 write it),
+found by the requirement's name. The file is parsed, never run: any other ``install_requires`` (a
+function's result, one appended to) is not supported, and the file is refused with one line.
+``extras_require`` is not read: an extra is installed only when asked for.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 from attn_doctor.errors import InputError
 from attn_doctor.facts.sources.common import Declared, applies, exact_version, requirement
 
 _NOT_LITERAL = "install_requires is not a literal list; not supported"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a requirement string's package name
 
 
 def recognises(path: Path, text: str) -> bool:
@@ -39,7 +46,13 @@ def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
         node = _module_list(tree, node.id)
     if not isinstance(node, ast.List | ast.Tuple):
         raise InputError(str(path), _NOT_LITERAL)
-    for element in node.elts:
+    tables: dict[str, dict[str, ast.Constant]] = {}
+    for item in node.elts:
+        element: ast.expr | None = item
+        if isinstance(item, ast.Subscript) and isinstance(item.value, ast.Name):
+            table = tables.setdefault(item.value.id, _requirement_table(tree, item.value.id))
+            key = item.slice.value if isinstance(item.slice, ast.Constant) else None
+            element = table.get(canonicalize_name(key)) if isinstance(key, str) else None
         if not isinstance(element, ast.Constant) or not isinstance(element.value, str):
             raise InputError(str(path), _NOT_LITERAL)
         origin = f"{path}:{element.lineno}"
@@ -47,6 +60,37 @@ def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
         if applies(str(req.marker) if req.marker else None, markers, origin):
             declared.add(req.name, exact_version(req), origin, specifier=str(req.specifier))
     return declared
+
+
+def _requirement_table(tree: ast.Module, name: str) -> dict[str, ast.Constant]:
+    """The requirement strings a module-level ``NAME = {... for ... in LIST}`` table is built from,
+    by package name, where LIST is a module-level literal list of strings; else none."""
+    built = _module_value(tree, name)
+    if not isinstance(built, ast.DictComp):
+        return {}
+    sources = {node.id for node in ast.walk(built) if isinstance(node, ast.Name)}
+    table: dict[str, ast.Constant] = {}
+    for source in sorted(sources):
+        listed = _module_list(tree, source)
+        if isinstance(listed, ast.List | ast.Tuple) and all(
+            isinstance(item, ast.Constant) and isinstance(item.value, str) for item in listed.elts
+        ):
+            for item in listed.elts:
+                assert isinstance(item, ast.Constant)
+                match = _NAME.match(str(item.value))
+                if match:
+                    table.setdefault(canonicalize_name(match.group(0)), item)
+    return table
+
+
+def _module_value(tree: ast.Module, name: str) -> ast.expr | None:
+    """What a single module-level assignment binds to ``name`` (None: none, or several)."""
+    values = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(_names(target, name) for target in node.targets)
+    ]
+    return values[0] if len(values) == 1 else None
 
 
 def _setup_call(tree: ast.Module) -> ast.Call | None:

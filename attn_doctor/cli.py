@@ -185,6 +185,7 @@ def _target(options: dict[str, Any]) -> "EnvironmentInputs":
         models=options["model"],
         driver=options["driver"],
         nvcc=options["nvcc"],
+        extras=options["extra"],
     )
 
 
@@ -256,6 +257,10 @@ DriverOption = Annotated[
 NvccOption = Annotated[
     str | None,
     typer.Option("--nvcc", help="The target's CUDA toolkit (nvcc), e.g. 12.8, or none."),
+]
+ExtraOption = Annotated[
+    list[str],
+    typer.Option("--extra", help="An optional extra of a pyproject.toml or uv.lock to install (repeatable)."),
 ]
 PinOption = Annotated[list[str], typer.Option("--pin", help="NAME==VERSION to assume (repeatable).")]
 RequirementsOption = Annotated[
@@ -344,6 +349,7 @@ def check(
     nvcc: NvccOption = None,
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
+    extra: ExtraOption = [],  # noqa: B006
     image: ImageOption = None,
     dockerfile: DockerfileOption = None,
     stage: StageOption = None,
@@ -617,6 +623,7 @@ def report(
     nvcc: NvccOption = None,
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
+    extra: ExtraOption = [],  # noqa: B006
     image: ImageOption = None,
     dockerfile: DockerfileOption = None,
     stage: StageOption = None,
@@ -679,6 +686,7 @@ def fix(
     nvcc: NvccOption = None,
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
+    extra: ExtraOption = [],  # noqa: B006
     image: ImageOption = None,
     dockerfile: DockerfileOption = None,
     stage: StageOption = None,
@@ -743,6 +751,7 @@ def wheel(
     nvcc: NvccOption = None,
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
+    extra: ExtraOption = [],  # noqa: B006
     image: ImageOption = None,
     dockerfile: DockerfileOption = None,
     stage: StageOption = None,
@@ -800,6 +809,7 @@ def explain(
     nvcc: NvccOption = None,
     pin: PinOption = [],  # noqa: B006
     requirements: RequirementsOption = [],  # noqa: B006
+    extra: ExtraOption = [],  # noqa: B006
     image: ImageOption = None,
     dockerfile: DockerfileOption = None,
     stage: StageOption = None,

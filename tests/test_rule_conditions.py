@@ -244,9 +244,15 @@ def test_a_range_another_release_requires_is_implied(tmp_path):
 
 
 def test_a_listed_release_whose_requirements_are_not_read_leaves_the_stack_unknown(tmp_path):
-    """open-r1's README installs vllm==0.8.5.post1 first: vllm installs torch, which the release
-    database cannot say; torch is unknown, not "not installed"."""
-    env = environment("-r", pins(tmp_path, "vllm==0.8.5.post1"), "--no-scan")
+    """LLaVA lists deepspeed==0.12.6, whose requirements the release database does not hold: it
+    may install torch, which is unknown, not "not installed"."""
+    env = environment("-r", pins(tmp_path, "deepspeed==0.12.6"), "--no-scan")
     assert "may install torch" in env["origins"]["maybe: torch"]
-    rule = findings("-r", pins(tmp_path, "vllm==0.8.5.post1"), "--no-scan")["torch-requires-other-triton"]
+    rule = findings("-r", pins(tmp_path, "deepspeed==0.12.6"), "--no-scan")["torch-requires-other-triton"]
     assert rule["verdict"] != "not-affected"
+
+
+def test_a_listed_release_whose_requirements_are_read_implies_its_torch(tmp_path):
+    """open-r1's README installs vllm==0.8.5.post1 first; its wheel requires torch==2.6.0."""
+    torch = environment("-r", pins(tmp_path, "vllm==0.8.5.post1"), "--no-scan")["packages"]["torch"]
+    assert torch["version"] == "2.6.0" and torch["origin"].startswith("implied by vllm 0.8.5.post1")

@@ -50,6 +50,7 @@ from attn_doctor.facts import gpus, system
 from attn_doctor.facts.features import FEATURES, MODELS, FeatureFact, FeatureSet
 from attn_doctor.facts.model import (
     ABSENT,
+    MAYBE,
     OPEN_PACKAGE_LIST,
     REPLACED,
     UNREAD,
@@ -92,6 +93,7 @@ class EnvironmentInputs:
     stage: str | None = None  # --stage: the Dockerfile stage (default: the last)
     driver: str | None = None  # --driver: the target GPUs' NVIDIA driver
     nvcc: str | None = None  # --nvcc: the target's CUDA toolkit, "none" for none
+    extras: list[str] = field(default_factory=list)  # --extra: optional extras of a pyproject or uv.lock
 
     @property
     def declares_packages(self) -> bool:
@@ -121,10 +123,13 @@ def target(
     models: list[str] | None = None,
     driver: str | None = None,
     nvcc: str | None = None,
+    extras: list[str] | None = None,
 ) -> EnvironmentInputs:
     """The inputs as the commands' options give them (``--no-scan`` and all)."""
     if stage is not None and dockerfile is None:
         raise InputError("--stage", "chooses a stage of --dockerfile, which is not given")
+    if extras and not requirements:
+        raise InputError(f"--extra {extras[0]}", "chooses an optional extra of a -r file, which is not given")
     return EnvironmentInputs(
         env_file,
         site_paths,
@@ -143,6 +148,7 @@ def target(
         stage=stage,
         driver=driver,
         nvcc=nvcc,
+        extras=extras or [],
     )
 
 
@@ -270,7 +276,12 @@ def _declared_target(inputs: EnvironmentInputs, problems: list[str]) -> Environm
         env.python, env.origins["python"] = image.python
     declared = Declared()
     for path in inputs.requirements:
-        declared.merge(read_declared(path, marker_environment(env)))
+        declared.merge(read_declared(path, marker_environment(env), extras=frozenset(inputs.extras)))
+    for name, extra in declared.optional.items():
+        env.origins.setdefault(MAYBE + name, f"installed only with {extra}")
+    if unknown := sorted(set(inputs.extras) - declared.extras):
+        defined = ", ".join(sorted(declared.extras)) or "none"
+        raise InputError(f"--extra {unknown[0]}", f"no -r file defines this extra (they define: {defined})")
     declared.merge(image)
     problems += declared.problems
     given = [str(path) for path in (*inputs.requirements, inputs.dockerfile) if path is not None]

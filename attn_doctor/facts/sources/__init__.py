@@ -1,5 +1,6 @@
 """Declared targets: the files a project pins its stack in. Each format is one module with two
-functions, ``recognises(path, text)`` and ``read(path, text, markers) -> Declared``; they all build
+functions, ``recognises(path, text)`` and ``read(path, text, markers, extras) -> Declared``
+(interface.PinFileFormat); they all build
 the same facts (packages with FILE:LINE origins; conda's CUDA and Python), which
 facts/assemble.py lays over the target like any other input. Adding a format is adding a module to
 SOURCES, before ``requirements`` (the format of last resort).
@@ -11,7 +12,6 @@ with several resolutions gives the target's.
 from __future__ import annotations
 
 from pathlib import Path
-from types import ModuleType
 
 from attn_doctor.facts.sources import (
     conda_env,
@@ -26,9 +26,10 @@ from attn_doctor.facts.sources import (
     uv_lock,
 )
 from attn_doctor.facts.sources.common import Declared
+from attn_doctor.facts.sources.interface import PinFileFormat
 from attn_doctor.inputs import read_text
 
-SOURCES: tuple[ModuleType, ...] = (
+SOURCES: tuple[PinFileFormat, ...] = (
     dockerfile,
     uv_lock,
     poetry_lock,
@@ -42,17 +43,19 @@ SOURCES: tuple[ModuleType, ...] = (
 )
 
 
-def read_declared(path: Path, markers: dict[str, str], option: str = "-r") -> Declared:
-    """The facts a pin file states; errors name ``option PATH`` for the file, FILE:LINE inside it."""
+def read_declared(
+    path: Path, markers: dict[str, str], option: str = "-r", extras: frozenset[str] = frozenset()
+) -> Declared:
+    """The facts a pin file states, with the optional ``extras`` asked for; errors name ``option
+    PATH`` for the file, FILE:LINE inside it."""
     text = read_text(path, f"{option} {path}")
     source = next(source for source in SOURCES if source.recognises(path, text))
-    declared: Declared = source.read(path, text, markers)
-    return declared
+    return source.read(path, text, markers, extras)
 
 
 def read_dockerfile(path: Path, markers: dict[str, str], stage: str | None) -> Declared:
     """``--dockerfile PATH [--stage NAME]``: the stage's image with its installs laid over it."""
-    return dockerfile.read(path, read_text(path, f"--dockerfile {path}"), markers, stage)
+    return dockerfile.read(path, read_text(path, f"--dockerfile {path}"), markers, stage=stage)
 
 
 def read_image(reference: str) -> Declared:

@@ -38,6 +38,9 @@ class Declared:
     open_package_list: str = ""
     nvcc: tuple[str, str] | None = None  # (CUDA toolkit version, origin): a CUDA devel image's tag
     absent: dict[str, str] = field(default_factory=dict)  # name -> where it was uninstalled
+    extras: set[str] = field(default_factory=set)  # the optional extras the file defines (--extra)
+    # a package only an extra not asked for installs: whether it is there is not known
+    optional: dict[str, str] = field(default_factory=dict)  # name -> "the extra X (FILE:LINE)"
     # per fact ("torch", "torch build", "python"): what lower layers stated and this one replaced
     replaced: dict[str, list[str]] = field(default_factory=dict)
 
@@ -92,6 +95,9 @@ class Declared:
             if name not in self.packages:
                 self.absent.setdefault(name, origin)
         self.problems += other.problems
+        self.extras |= other.extras
+        for name, origin in other.optional.items():
+            self.optional.setdefault(name, origin)
         if other.torch_cuda and (self.torch_cuda or states_torch):
             self.replaces("torch build", f"CUDA {other.torch_cuda[0]}", other.torch_cuda[1])
         else:

@@ -24,7 +24,7 @@ def recognises(path: Path, text: str) -> bool:
     )
 
 
-def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
+def read(path: Path, text: str, markers: dict[str, str], extras: frozenset[str] = frozenset()) -> Declared:
     declared = Declared()
     conda, pip = _dependency_lists(text)
     for number, spec in conda:

@@ -21,7 +21,7 @@ def recognises(path: Path, text: str) -> bool:
     return "@EXPLICIT" in text[:4096] or (bool(lines) and all(_EXPORT_LINE.match(line) for line in lines))
 
 
-def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
+def read(path: Path, text: str, markers: dict[str, str], extras: frozenset[str] = frozenset()) -> Declared:
     declared = Declared()
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.strip()

@@ -116,7 +116,13 @@ def recognises(path: Path, text: str) -> bool:
     )
 
 
-def read(path: Path, text: str, markers: dict[str, str], stage: str | None = None) -> Declared:
+def read(
+    path: Path,
+    text: str,
+    markers: dict[str, str],
+    extras: frozenset[str] = frozenset(),
+    stage: str | None = None,
+) -> Declared:
     stages, global_args = _stages(text, markers)
     if not stages:
         raise InputError(str(path), "no FROM line")

@@ -18,7 +18,7 @@ def recognises(path: Path, text: str) -> bool:
     return path.name == "Pipfile.lock"
 
 
-def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
+def read(path: Path, text: str, markers: dict[str, str], extras: frozenset[str] = frozenset()) -> Declared:
     data = parse_json(text, str(path))
     section = data.get("default", {}) if isinstance(data, dict) else None
     if not isinstance(section, dict):

@@ -13,5 +13,5 @@ def recognises(path: Path, text: str) -> bool:
     return path.name == "poetry.lock"
 
 
-def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
+def read(path: Path, text: str, markers: dict[str, str], extras: frozenset[str] = frozenset()) -> Declared:
     return read_entries(path, text, markers, "package", lambda entry: any_marker(entry.get("markers")))

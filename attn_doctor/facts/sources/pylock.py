@@ -15,5 +15,5 @@ def recognises(path: Path, text: str) -> bool:
     return bool(_NAME.match(path.name))
 
 
-def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
+def read(path: Path, text: str, markers: dict[str, str], extras: frozenset[str] = frozenset()) -> Declared:
     return read_entries(path, text, markers, "packages", lambda entry: any_marker(entry.get("marker")))

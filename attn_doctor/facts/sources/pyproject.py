@@ -1,6 +1,8 @@
-"""pyproject.toml: ``[project] dependencies``, its optional dependencies and ``[dependency-groups]``.
-Ranges there say what may be installed, not what is: a package declared with a range has an
-unknown version, unless a lock beside the file (uv.lock, poetry.lock, pylock.toml) pins it."""
+"""pyproject.toml: what installing the project installs: ``[project] dependencies``, the default
+``[dependency-groups]`` (uv's: ``dev``, or ``[tool.uv] default-groups``) and the optional extras
+asked for (``--extra``; an extra is installed only when asked). Ranges there say what may be
+installed, not what is: a package declared with a range has an unknown version, unless a lock
+beside the file (uv.lock, poetry.lock, pylock.toml) pins it."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from attn_doctor.errors import InputError
+from attn_doctor.facts.names import installed_name
 from attn_doctor.facts.sources import poetry_lock, pylock, uv_lock
 from attn_doctor.facts.sources.common import Declared, applies, exact_version, requirement, wheel_file
 from attn_doctor.inputs import parse_toml, read_text
@@ -21,7 +24,7 @@ def recognises(path: Path, text: str) -> bool:
     return path.name == "pyproject.toml"
 
 
-def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
+def read(path: Path, text: str, markers: dict[str, str], extras: frozenset[str] = frozenset()) -> Declared:
     data = parse_toml(text, str(path))
     project = data.get("project", {})
     groups = data.get("dependency-groups", {})
@@ -30,14 +33,25 @@ def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
     optional = project.get("optional-dependencies", {})
     if not isinstance(optional, dict):
         raise InputError(f"{path} [project.optional-dependencies]", "must be a table")
-    lists = [project.get("dependencies", []), *optional.values(), *groups.values()]
-    declared = Declared()
+    default_groups = uv_lock.default_groups(data)
+    lists = [
+        project.get("dependencies", []),
+        *(entries for name, entries in optional.items() if name in extras),
+        *(entries for name, entries in groups.items() if name in default_groups),
+    ]
+    declared = Declared(extras={str(name) for name in optional})
     for lock_name, lock in _LOCKS:  # a lock beside it pins what the ranges leave open
         beside = path.parent / lock_name
         if beside.exists():
-            declared.merge(lock.read(beside, read_text(beside), markers))
+            declared.merge(lock.read(beside, read_text(beside), markers, extras))
             break
     lines = _string_lines(text)
+    for extra, entries in optional.items():  # an extra not asked for: its packages may be there
+        if extra not in extras:
+            for entry in _strings(entries, path):
+                origin = f"{path}:{lines.get(entry, 1)}"
+                name = installed_name(requirement(entry, origin).name, None)
+                declared.optional.setdefault(name, f"the extra {extra!r} ({origin}; --extra {extra})")
     for entries in lists:
         for entry in _strings(entries, path):
             origin = f"{path}:{lines.get(entry, 1)}"

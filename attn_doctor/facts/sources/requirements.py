@@ -62,7 +62,7 @@ def recognises(path: Path, text: str) -> bool:
     return True  # the format of last resort
 
 
-def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
+def read(path: Path, text: str, markers: dict[str, str], extras: frozenset[str] = frozenset()) -> Declared:
     declared = Declared()
     read_lines(path, logical_lines(text), markers, declared)
     return declared

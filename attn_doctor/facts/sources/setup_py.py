@@ -27,7 +27,7 @@ def recognises(path: Path, text: str) -> bool:
     return path.name == "setup.py"
 
 
-def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
+def read(path: Path, text: str, markers: dict[str, str], extras: frozenset[str] = frozenset()) -> Declared:
     try:
         tree = ast.parse(text, filename=str(path))
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:

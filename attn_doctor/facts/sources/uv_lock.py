@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from attn_doctor.errors import InputError
-from attn_doctor.facts.names import rule_name
+from attn_doctor.facts.names import installed_name, rule_name
 from attn_doctor.facts.sources.common import Declared, applies, wheel_file
 from attn_doctor.facts.sources.toml_lock import any_marker, name_lines, read_entries
 from attn_doctor.inputs import parse_toml
@@ -33,7 +33,7 @@ def recognises(path: Path, text: str) -> bool:
     return path.name == "uv.lock"
 
 
-def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
+def read(path: Path, text: str, markers: dict[str, str], extras: frozenset[str] = frozenset()) -> Declared:
     data = parse_toml(text, str(path))
     entries = data.get("package", [])
     if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
@@ -46,9 +46,21 @@ def read(path: Path, text: str, markers: dict[str, str]) -> Declared:
     lines = name_lines(text, "package")
     groups = _default_groups(path)
     active = {_group_extra(str(root.get("name")), group) for root in roots for group in groups}
-    reached = _walk(entries, roots, groups, active, markers, path)
+    active |= {_group_extra(str(root.get("name")), extra, "extra") for root in roots for extra in extras}
+    reached = _walk(entries, roots, groups, extras, active, markers, path)
     resolved = f"groups {', '.join(groups)}" if groups else "no groups"
-    declared = Declared()
+    resolved += f"; extras {', '.join(sorted(extras))}" if extras else ""
+    declared = Declared(
+        extras={str(name) for root in roots for name in _table(root, "optional-dependencies")}
+    )
+    root_line = {id(entry): lines[index] for index, entry in enumerate(entries) if index < len(lines)}
+    for root in roots:  # an extra not asked for: its packages may be there
+        for extra, edges in _table(root, "optional-dependencies").items():
+            if extra not in extras:
+                origin = f"{path}:{root_line.get(id(root), 1)}"
+                for edge in _list(edges):
+                    name = installed_name(str(edge.get("name")), None)
+                    declared.optional.setdefault(name, f"the extra {extra!r} ({origin}; --extra {extra})")
     for index, entry in enumerate(entries):
         if id(entry) in reached and not _is_project(entry):
             line = lines[index] if index < len(lines) else 1
@@ -64,34 +76,48 @@ def _is_project(entry: dict[str, Any]) -> bool:
 
 
 def _default_groups(lock: Path) -> tuple[str, ...]:
-    """``[tool.uv] default-groups`` of the pyproject.toml beside the lock, else uv's default."""
+    """The default groups of the pyproject.toml beside the lock, else uv's default."""
     pyproject = lock.with_name("pyproject.toml")
     try:
         data = parse_toml(pyproject.read_text(encoding="utf-8"), str(pyproject))
     except (OSError, InputError, UnicodeDecodeError):
         return DEFAULT_GROUPS
-    uv = data.get("tool", {}).get("uv", {}) if isinstance(data.get("tool"), dict) else {}
+    return default_groups(data)
+
+
+def default_groups(pyproject: dict[str, Any]) -> tuple[str, ...]:
+    """``[tool.uv] default-groups`` of a parsed pyproject.toml, else uv's default (``dev``)."""
+    tool = pyproject.get("tool")
+    uv = tool.get("uv", {}) if isinstance(tool, dict) else {}
     groups = uv.get("default-groups") if isinstance(uv, dict) else None
     if isinstance(groups, list) and all(isinstance(group, str) for group in groups):
         return tuple(groups)
     return DEFAULT_GROUPS
 
 
-def _group_extra(project: str, group: str) -> str:
-    """How uv writes a dependency group of ``project`` into a marker's ``extra``."""
+def _group_extra(project: str, group: str, kind: str = "group") -> str:
+    """How uv writes a dependency group (or an optional extra) of ``project`` into a marker's
+    ``extra``: ``group-13-open-instruct-cuda12``, ``extra-13-open-instruct-code``."""
     name = rule_name(project)
-    return f"group-{len(name)}-{name}-{group}"
+    return f"{kind}-{len(name)}-{name}-{group}"
+
+
+def _table(entry: dict[str, Any], key: str) -> dict[str, Any]:
+    value = entry.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _walk(
     entries: list[dict[str, Any]],
     roots: list[dict[str, Any]],
     groups: tuple[str, ...],
+    extras: frozenset[str],
     active: set[str],
     markers: dict[str, str],
     path: Path,
 ) -> set[int]:
-    """The ids of the entries reachable from ``roots`` for the target and the chosen groups."""
+    """The ids of the entries reachable from ``roots`` for the target, the chosen groups and the
+    project's extras asked for."""
     by_name: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
         by_name.setdefault(rule_name(str(entry.get("name"))), []).append(entry)
@@ -105,9 +131,10 @@ def _walk(
         reached.add(id(entry))
         edges = list(_list(entry.get("dependencies")))
         if entry in roots:
-            dev = entry.get("dev-dependencies", {})
             for group in groups:
-                edges += _list(dev.get(group) if isinstance(dev, dict) else None)
+                edges += _list(_table(entry, "dev-dependencies").get(group))
+            for extra in extras:
+                edges += _list(_table(entry, "optional-dependencies").get(extra))
         for edge in edges:
             marker = edge.get("marker")
             if isinstance(marker, str) and not applies(_with_extras(marker, active), decided, str(path)):
@@ -115,16 +142,10 @@ def _walk(
             target = _chosen(by_name.get(rule_name(str(edge.get("name"))), []), edge, markers, path)
             if target is not None:
                 todo.append(target)
-                for extra in _list_of_str(edge.get("extra")):
-                    optional = target.get("optional-dependencies", {})
-                    extras = _list(optional.get(extra) if isinstance(optional, dict) else None)
-                    todo += [
-                        e
-                        for dep in extras
-                        if (
-                            e := _chosen(by_name.get(rule_name(str(dep.get("name"))), []), dep, markers, path)
-                        )
-                    ]
+                for extra in _list_of_str(edge.get("extra")):  # torch[opt]: the extra's own edges
+                    for dep in _list(_table(target, "optional-dependencies").get(extra)):
+                        chosen = _chosen(by_name.get(rule_name(str(dep.get("name"))), []), dep, markers, path)
+                        todo += [chosen] if chosen is not None else []
     return reached
 
 

@@ -5,8 +5,9 @@ The same message can be a symptom of several rules (``undefined symbol`` is), so
 1. a rule whose conditions contradict the known facts ("symptom matches, but torch 2.6.0 is not in <2.5")
    ranks below every rule that fits or may fit;
 2. a rule matched only by a generic message (GENERIC_MESSAGES: any CUDA crash says "illegal memory
-   access") ranks below one matched by a message specific to it; between them, a generic match the
-   release facts confirm for this stack (the wheels of this torch lack the GPU's code; the API
+   access"; a literal made of several, "CUDA error: an illegal memory access", is generic too)
+   ranks below one matched by a message specific to it; between them, a generic match the release
+   facts confirm for this stack (the wheels of this torch lack the GPU's code; the API
    tables name the release that removed the missing name);
 3. affected on this stack before unknown, and among unknown ones, fewer facts missing first;
 4. the rule's component owns the innermost traceback frame (the package that raised);
@@ -35,6 +36,10 @@ GENERIC_MESSAGES = (
     "out of resource: shared memory",
     "CUDA error: ",
     "device-side assert triggered",
+    "invalid configuration argument",
+    "invalid argument",
+    "unspecified launch failure",
+    "out of memory",
     "Segmentation fault",
     "CUBLAS_STATUS_",
     "cannot import name '",
@@ -84,11 +89,17 @@ class SymptomMatch:
 
     @property
     def generic(self) -> bool:
-        """Every literal of the pattern is part of a generic message."""
-        return all(
-            any(run.decode("utf-8", "replace") in message for message in GENERIC_MESSAGES)
-            for run in self.symptom.runs
-        )
+        """Every literal of the pattern is made of generic messages ("CUDA error: an illegal memory
+        access was encountered" is two of them): any crash prints it, so it says nothing of whose."""
+        return all(is_generic(run.decode("utf-8", "replace")) for run in self.symptom.runs)
+
+
+def is_generic(text: str) -> bool:
+    """``text`` is part of a generic message, or generic messages and punctuation end to end."""
+    for message in GENERIC_MESSAGES:
+        text = text.replace(message, "\0")
+    pieces = (piece.strip(" \t'\".:,;()[]") for piece in text.split("\0"))
+    return all(any(piece in message for message in GENERIC_MESSAGES) for piece in pieces if piece)
 
 
 @dataclass(frozen=True)

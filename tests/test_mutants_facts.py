@@ -33,10 +33,10 @@ from attn_doctor.facts.sources.common import Declared, applies
 MARKERS = marker_environment(Environment(python="3.11.9", platform="linux", machine="x86_64"))
 
 
-def declared(path: Path, text: str) -> Declared:
+def declared(path: Path, text: str, extras: frozenset[str] = frozenset()) -> Declared:
     """``text`` written to ``path`` and read as ``-r path`` reads it (the format chosen by name and text)."""
     path.write_text(text)
-    return read_declared(path, MARKERS)
+    return read_declared(path, MARKERS, extras=extras)
 
 
 def read_error(path: Path, text: str) -> str:
@@ -295,15 +295,19 @@ def test_pipfile_lock_reads_default_with_lines_and_markers(tmp_path: Path):
 
 
 def test_pyproject_reads_every_list_with_the_line_of_each_requirement(tmp_path: Path):
-    """pyproject.read/_strings/_string_lines: [project] dependencies, optional dependencies and
-    dependency groups (an include-group table skipped), a range an unknown version."""
+    """pyproject.read/_strings/_string_lines: [project] dependencies, the optional extras asked
+    for (--extra fa) and the default dependency groups (an include-group table skipped), a range an
+    unknown version; without --extra the extra's packages are only maybe installed."""
     text = (
         '[project]\nname = "x"\ndependencies = [\n  "torch==2.5.1",\n  "transformers>=4.40",\n]\n'
         '[project.optional-dependencies]\nfa = ["flash-attn==2.7.4.post1"]\n'
         '[dependency-groups]\ndev = [{include-group = "x"}, "peft==0.13.0"]\n'
     )
-    facts = declared(tmp_path / "pyproject.toml", text)
     path = tmp_path / "pyproject.toml"
+    unasked = declared(path, text)
+    assert "flash-attn" not in packages(unasked)
+    assert unasked.optional["flash-attn"] == f"the extra 'fa' ({path}:8; --extra fa)"
+    facts = declared(path, text, frozenset({"fa"}))
     assert packages(facts) == {
         "torch": ("2.5.1", f"{path}:4", "torch"),
         "transformers": (None, f"{path}:5", "transformers"),

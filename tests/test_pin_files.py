@@ -108,7 +108,7 @@ def test_pyproject_ranges_are_unknown_unless_a_lock_is_beside_it(tmp_path: Path)
         '    "torch>=2.4",\n]\n[project.optional-dependencies]\nfa = ["flash-attn>=2.6"]\n'
         '[dependency-groups]\ndev = ["pytest", {include-group = "fa"}]\n'
     )
-    packages = check_json("-r", pyproject)["environment"]["packages"]
+    packages = check_json("-r", pyproject, "--extra", "fa")["environment"]["packages"]
     assert packages["transformers"]["version"] == "4.44.0"
     assert packages["transformers"]["origin"] == f"{pyproject}:5"
     assert packages["torch"]["version"] is None and packages["flash-attn"]["version"] is None

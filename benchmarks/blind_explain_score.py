@@ -15,6 +15,10 @@ it), --gpu, --python and --platform. A case scores
   none             "No known cause" (a cause explain names but rules out for the stack, verdict
                    not-affected, is no answer)
 
+Explain's answers are the rules that fit, then the causes it reasons from the releases' own code
+(the JSON's `reasoned`). A case of `kind = "usage"` (a user error) also counts as blamed when the
+first answer is a stack bug (an affected rule not of kind usage, or a reasoned release cause).
+
     python benchmarks/blind_explain_score.py                     # the newest batch
     python benchmarks/blind_explain_score.py benchmarks/blind/2026-11-28 --misses
 """
@@ -50,6 +54,7 @@ class Outcome:
     result: str
     first: str  # the first cause's id and verdict, or why there is none
     match_rank: int | None  # 1-based rank of the expected cause, when named
+    blamed: bool = False  # a user error whose first answer blames the stack
 
 
 def stated_pins(versions: dict[str, Any]) -> list[str]:
@@ -93,20 +98,46 @@ def matches(cause: dict[str, Any], expected: dict[str, Any]) -> bool:
     return all(any(word.lower() in text for word in group.split("|")) for group in expected["keywords"])
 
 
-def score(causes: list[dict[str, Any]], expected: dict[str, Any]) -> Outcome:
-    """Right, right but not first, wrong or none, from explain's ranked causes. A cause whose verdict
-    is "not-affected" is one explain rules out for the stack ("No known cause fits this stack", exit
-    1), so it is not an answer: a log whose every match is ruled out scores none."""
-    ruled_out = [cause["id"] for cause in causes if cause["verdict"] == "not-affected"]
-    causes = [cause for cause in causes if cause["verdict"] != "not-affected"]
+def answers(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Explain's answers in its order: the rules that fit (or may), then the causes it reasoned
+    from the releases' own code (issue 38), each with an id, title, summary, verdict and kind. A
+    rule whose verdict is "not-affected" is one explain rules out for the stack, not an answer."""
+    fitting = [cause for cause in document["causes"] if cause["verdict"] != "not-affected"]
+    reasoned = [
+        {
+            "id": cause["id"],
+            "title": cause["title"],
+            "summary": " ".join([cause["condition"], *cause["facts"], cause["fix"], cause["raised_by"]]),
+            "verdict": "reasoned",
+            "kind": cause["kind"],
+        }
+        for cause in document.get("reasoned", [])
+    ]
+    return [*fitting, *reasoned]
+
+
+def blames_the_stack(answer: dict[str, Any]) -> bool:
+    """A user error's first answer calls a fault of the stack: a bug rule that fits, or a cause
+    reasoned to be the release's own behaviour."""
+    if answer["verdict"] == "reasoned":
+        return answer["kind"] == "release"
+    return answer["verdict"] == "affected" and answer.get("kind") != "usage"
+
+
+def score(document: dict[str, Any], expected: dict[str, Any], kind: str = "stack") -> Outcome:
+    """Right, right but not first, wrong or none, from explain's answers; for a user error
+    (``kind = "usage"``), whether the first answer blames the stack."""
+    ruled_out = [cause["id"] for cause in document["causes"] if cause["verdict"] == "not-affected"]
+    causes = answers(document)
     if not causes:
         said = f"No known cause (ruled out: {', '.join(ruled_out)})" if ruled_out else "No known cause"
         return Outcome("none", said, None)
     first = f"{causes[0]['id']} ({causes[0]['verdict']})"
+    blamed = kind == "usage" and blames_the_stack(causes[0])
     ranks = [rank for rank, cause in enumerate(causes, 1) if matches(cause, expected)]
     if not ranks:
-        return Outcome("wrong", first, None)
-    return Outcome("right" if ranks[0] == 1 else "right-not-first", first, ranks[0])
+        return Outcome("wrong", first, None, blamed)
+    return Outcome("right" if ranks[0] == 1 else "right-not-first", first, ranks[0], blamed)
 
 
 def run_case(case: dict[str, Any]) -> Outcome:
@@ -118,7 +149,7 @@ def run_case(case: dict[str, Any]) -> Outcome:
         done = subprocess.run(cli_args(case, log), capture_output=True, text=True, env=env, cwd=scratch)
     if done.returncode not in (0, 1):
         fail(f"explain exited {done.returncode} on {case['url']}: {done.stderr.strip()}")
-    return score(json.loads(done.stdout)["causes"], case["expected"])
+    return score(json.loads(done.stdout), case["expected"], case.get("kind", "stack"))
 
 
 def expected_label(expected: dict[str, Any]) -> str:
@@ -177,8 +208,10 @@ def main() -> None:
     misses = []
     cases = [(path, load_case(path)) for path in files]
     print("case\n  result           first cause explain names")
+    outcomes = []
     for path, case in cases:
         outcome = run_case(case)
+        outcomes.append(outcome)
         totals[outcome.result] += 1
         rank = f" [expected at #{outcome.match_rank}]" if outcome.result == "right-not-first" else ""
         print(path.stem)
@@ -187,7 +220,9 @@ def main() -> None:
             expected = expected_label(case["expected"])
             misses.append(fit(f"{path.stem}: explain said {outcome.first}; expected {expected}", indent=2))
     print()
+    blamed = sum(outcome.blamed for outcome in outcomes)
     print(f"{len(files)} cases: " + ", ".join(f"{totals[name]} {name}" for name in RESULTS))
+    print(f"user errors blamed on the stack: {blamed} of {sum(c.get('kind') == 'usage' for _, c in cases)}")
     if options.misses:
         print("\n".join(["", *misses]))
 

@@ -15,7 +15,7 @@ from support import case_log
 import attn_doctor.explain as explain_module
 from attn_doctor.config import Config
 from attn_doctor.errors import InputError
-from attn_doctor.explain.origins import ImpliedReleases, _intersection, _union
+from attn_doctor.explain.origins import ImpliedReleases, _intersection, union_runs
 from attn_doctor.explain.reader import LogReader
 from attn_doctor.facts.assemble import EnvironmentInputs
 
@@ -49,7 +49,7 @@ def test_ranges_merge_in_version_order_not_string_order():
     """x__union__mutmut_5: runs sorted by version ("4.9.0" before "4.10.0"); sorted as strings,
     4.10.0–4.11.0 came first and swallowed 4.9.0–4.9.1."""
     groups = [(("4.10.0", "4.11.0"),), (("4.9.0", "4.9.1"),), (("4.11.0", "4.12.0"),)]
-    assert _union(groups) == (("4.9.0", "4.9.1"), ("4.10.0", "4.12.0"))
+    assert union_runs(groups) == (("4.9.0", "4.9.1"), ("4.10.0", "4.12.0"))
 
 
 def test_a_message_the_newest_release_read_still_prints_implies_later_releases_too(tmp_path: Path):

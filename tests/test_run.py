@@ -16,7 +16,7 @@ import pytest
 
 from attn_doctor.wrap.tail import OutputTail
 from tests.conftest import Site
-from tests.support import REPO, lines_wider_than, under_a_terminal
+from tests.support import REPO, case_log, lines_wider_than, under_a_terminal
 
 CHILDREN = REPO / "tests" / "run_children"
 SEED_A = CHILDREN / "fails_like_seed_a.py"
@@ -324,3 +324,18 @@ def test_on_a_terminal_80_wide_the_diagnosis_fits_it(project):
     assert len(diagnosis[0]) == 80
     assert lines_wider_than("\n".join(diagnosis), 80) == []
     assert "1. ✗ gemma2-fa2-generate-4d-mask [error; affected on this stack]" in diagnosis
+
+
+def test_a_cause_no_rule_names_is_reasoned_in_the_diagnosis(project, tmp_path):
+    """The command prints flash-attn's head_size check (trl#6837's log) and fails: the diagnosis
+    gives the cause reasoned from the releases' own code, in text and as a GitHub annotation."""
+    log = case_log("usage/huggingface-trl-6837.toml", tmp_path)
+    printing = [sys.executable, "-c", f"import sys; sys.stderr.write(open({str(log)!r}).read()); sys.exit(1)"]
+    text = doctor_run(project, "--", *printing)
+    assert text.returncode == 1
+    assert (
+        "Reasoned from the releases' own code" in text.stderr
+        and "[user error] flash-attn raises" in text.stderr
+    )
+    github = doctor_run(project, "--format", "github", "--", *printing).stdout
+    assert "::error title=attn-doctor origin%3Aflash-attn%3A" in github  # gh_property escapes ":"

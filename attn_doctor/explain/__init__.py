@@ -31,8 +31,10 @@ from attn_doctor.explain.cause_notes import annotate
 from attn_doctor.explain.origins import ErrorLines, ImpliedReleases, Origin, implied_releases, origins
 from attn_doctor.explain.rank import Cause, outside_its_package, rank
 from attn_doctor.explain.reader import Block, LogReader, open_log
+from attn_doctor.explain.reasoners import Evidence, Reasoned, reason
 from attn_doctor.explain.scan import scan
 from attn_doctor.explain.symptoms import compile_symptoms
+from attn_doctor.explain.unexplained import Unexplained, unexplained
 from attn_doctor.facts import log_facts  # the module: log_facts reads logs with this package's reader
 from attn_doctor.facts.assemble import EnvironmentInputs, assemble
 from attn_doctor.facts.model import Environment
@@ -55,6 +57,9 @@ class Explanation:
     implied: list[ImpliedReleases] = field(default_factory=list)  # the releases those lines narrow to
     # matched rules about a package neither the target nor the log names: not causes
     elsewhere: list[Cause] = field(default_factory=list)
+    # causes no rule names, from the origins, frames and release facts (reasoners): below the rules
+    reasoned: list[Reasoned] = field(default_factory=list)
+    unexplained: list[Unexplained] = field(default_factory=list)  # error lines nothing explains, and why
 
     @property
     def ruled_out(self) -> bool:
@@ -65,7 +70,8 @@ class Explanation:
     def exit_code(self) -> int:
         if self.problems:
             return EXIT_INPUT_ERROR
-        return EXIT_CAUSE_FOUND if self.causes and not self.ruled_out else EXIT_NO_CAUSE
+        found = (self.causes and not self.ruled_out) or self.reasoned
+        return EXIT_CAUSE_FOUND if found else EXIT_NO_CAUSE
 
 
 def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules: list[Path]) -> Explanation:
@@ -90,6 +96,11 @@ def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules:
     for cause in rank(findings, symptoms, hits, stated.facts.innermost_package, error_lines.last_error()):
         cause = annotate(cause, found)
         (elsewhere if outside_its_package(cause, named) else causes).append(cause)
+    evidence = Evidence(
+        found, stated.facts, env, messages, error_lines.last_error(), frozenset(_explained(causes))
+    )
+    reasoned = reason(evidence)
+    covered = _matched(causes) | {origin.line for origin in found} | {cause.line for cause in reasoned}
     return Explanation(
         source=source,
         bytes_read=reader.bytes_read,
@@ -101,7 +112,33 @@ def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules:
         problems=[*ruleset.problems, *fact_problems, *_truncation(reader)],
         origins=found,
         implied=implied,
+        reasoned=reasoned,
+        unexplained=unexplained(error_lines.errors(), covered, stated.facts.frames, messages),
     )
+
+
+def _matched(causes: list[Cause]) -> set[int]:
+    """Every line a rule that fits (or may) matched."""
+    return {
+        line
+        for cause in causes
+        if cause.finding.verdict is not Verdict.NOT_AFFECTED
+        for match in cause.matches
+        for line in (match.first.line, match.last.line)
+    }
+
+
+def _explained(causes: list[Cause]) -> set[int]:
+    """The lines a rule that fits (or may) matched by a message of its own: a reasoner adds nothing
+    there. A line only a generic match explains is still reasoned about."""
+    return {
+        line
+        for cause in causes
+        if cause.finding.verdict is not Verdict.NOT_AFFECTED
+        for match in cause.matches
+        if not match.generic
+        for line in (match.first.line, match.last.line)
+    }
 
 
 def _imply(found: list[Origin], messages: Catalogue, facts: log_facts.LogFacts) -> list[ImpliedReleases]:

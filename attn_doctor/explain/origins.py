@@ -21,6 +21,8 @@ from attn_doctor.releases.messages import Catalogue, Message
 
 MAX_LINES = 256
 _ERRORS = (b"Error", b"Exception", b"error:", b"ERROR", b"Assertion", b"FAILED")
+# a traceback's echo of the source ("raise ImportError(") and its frame lines: not errors themselves
+_SOURCE_ECHO = ("raise ", 'File "', "^")
 # what an error or warning line holds: exception names, compiler and logger levels, asserts
 _MARKS = (b"Error", b"Exception", b"Warning", b"error:", b"warning:", b"Assertion", b"WARNING", b"ERROR")
 
@@ -54,6 +56,14 @@ class ErrorLines:
         """The line of the log's last error (not a warning): what the run died of, as a rule."""
         errors = [line for text, line in self._lines.items() if any(mark in text for mark in _ERRORS)]
         return max(errors, default=None)
+
+    def errors(self) -> list[tuple[int, str]]:
+        """The error lines (not warnings), in log order."""
+        return [
+            (line, text)
+            for line, text in self.lines()
+            if any(m.decode() in text for m in _ERRORS) and not text.startswith(_SOURCE_ECHO)
+        ]
 
     def lines(self) -> Iterator[tuple[int, str]]:
         for text, line in sorted(self._lines.items(), key=lambda item: item[1]):
@@ -94,7 +104,7 @@ class ImpliedReleases:
 
 # FA3 (hopper/) and FA4 (flash_attn/cute/) ship in flash-attention's tags but install as other
 # distributions: their messages say nothing about the flash-attn release
-_OTHER_DISTRIBUTION = ("hopper/", "flash_attn/cute/")
+OTHER_DISTRIBUTION = ("hopper/", "flash_attn/cute/")
 
 
 def implied_releases(found: list[Origin], newest: dict[str, str] | None = None) -> list[ImpliedReleases]:
@@ -103,9 +113,9 @@ def implied_releases(found: list[Origin], newest: dict[str, str] | None = None) 
     ``newest``: each package's newest release the catalogue read."""
     by_package: dict[str, ImpliedReleases] = {}
     for origin in found:
-        messages = [m for m in origin.messages if not m.file.startswith(_OTHER_DISTRIBUTION)]
+        messages = [m for m in origin.messages if not m.file.startswith(OTHER_DISTRIBUTION)]
         for package in sorted({message.package for message in messages}):
-            runs = _union(m.releases for m in messages if m.package == package)
+            runs = union_runs(m.releases for m in messages if m.package == package)
             known = by_package.get(package)
             if known is not None:
                 common = _intersection(known.runs, runs)
@@ -115,7 +125,8 @@ def implied_releases(found: list[Origin], newest: dict[str, str] | None = None) 
     return sorted(by_package.values(), key=lambda implied: implied.package)
 
 
-def _union(groups: Iterable[tuple[tuple[str, str], ...]]) -> tuple[tuple[str, str], ...]:
+def union_runs(groups: Iterable[tuple[tuple[str, str], ...]]) -> tuple[tuple[str, str], ...]:
+    """Runs of releases joined where they touch or overlap, in release order."""
     merged: list[tuple[str, str]] = []
     for first, last in sorted((run for group in groups for run in group), key=lambda r: _key(r[0])):
         if merged and _key(first) <= _key(merged[-1][1]):

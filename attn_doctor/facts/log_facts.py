@@ -23,6 +23,7 @@ from attn_doctor.explain.reader import Block
 from attn_doctor.explain.symptoms import LiteralIndex
 from attn_doctor.facts import log_features, missing_names
 from attn_doctor.facts.gpus import CAPABILITIES, gpus_in_text
+from attn_doctor.facts.log_frames import MAX_FRAMES, MODULES, Frame, frame_of
 from attn_doctor.facts.missing_names import MissingName
 from attn_doctor.facts.model import Gpu, Package
 from attn_doctor.facts.model_families import families_in
@@ -103,24 +104,7 @@ _SPOKEN = {
     "liger_kernel": "liger-kernel",
 }
 _WATCHED = {rule_name(name) for name in WATCHED}
-# top-level import names (folders in site-packages, extension modules) -> distribution
-_MODULES = {
-    "torch": "torch",
-    "triton": "triton",
-    "transformers": "transformers",
-    "flash_attn": "flash-attn",
-    "flash_attn_2_cuda": "flash-attn",
-    "flash_attn_3": "flash-attn-3",
-    "flash_attn_3_cuda": "flash-attn-3",
-    "flash_attn_interface": "flash-attn-3",
-    "xformers": "xformers",
-    "fla": "flash-linear-attention",
-    "accelerate": "accelerate",
-    "peft": "peft",
-    "deepspeed": "deepspeed",
-    "vllm": "vllm",
-    "liger_kernel": "liger-kernel",
-}
+_MODULES = MODULES  # top-level import names -> distribution (log_frames)
 
 _VERSION = r"v?([0-9]+\.[0-9]+(?:\.[0-9A-Za-z]+)*(?:\+[0-9A-Za-z.]+)?)"
 # a name starts a token and is short, so each start position costs a bounded number of steps
@@ -166,6 +150,7 @@ class LogFacts:
     nvcc: str | None = None
     origins: dict[str, str] = field(default_factory=dict)
     innermost_package: str | None = None  # the package of the last traceback frame read
+    frames: list[Frame] = field(default_factory=list)  # the last MAX_FRAMES traceback frames
     missing: list[MissingName] = field(default_factory=list)  # API errors: names the stack lacks
     # feature (or model family) -> the first line that shows it
     features: dict[str, int] = field(default_factory=dict)
@@ -275,9 +260,12 @@ class LogFactCollector:
             name = _MODULES.get(found[1]) or _distribution(found[2] or "")
             if name in _WATCHED and name not in facts.packages:
                 facts.absent.setdefault(name, f"{FROM_THE_LOG}line {number}")
-        frame = _FRAME_PATH.search(line)
         if 'File "' in line:
-            facts.innermost_package = _MODULES.get(frame[1]) if frame else None
+            frame = frame_of(line, number)
+            facts.innermost_package = frame.package if frame else None
+            if frame is not None:
+                facts.frames.append(frame)
+                del facts.frames[:-MAX_FRAMES]
         for module in _FRAME_PATH.findall(line):
             if module in _MODULES:
                 facts.add_package(_MODULES[module], None, number, FRAME)

@@ -43,6 +43,9 @@ def to_text(explanation: Explanation, verbose: bool = False) -> str:
         lines.append(f"from its messages: {'; '.join(i.text() for i in explanation.implied)}")
     lines.append("")
     ruled_out = explanation.ruled_out
+    fitting = bool(explanation.causes) and not ruled_out
+    if not fitting:  # no rule fits: what the releases' own code says is the answer
+        lines.extend(_reasoned_lines(explanation, verbose))
     if ruled_out:  # the answer is where the message comes from, not a rule the stack rules out
         lines.extend(_origin_lines(explanation.origins, verbose))
         if verbose or not all(_foldable(cause) for cause in explanation.causes):
@@ -62,6 +65,8 @@ def to_text(explanation: Explanation, verbose: bool = False) -> str:
             f"them): {', '.join(folded)}",
             "",
         ]
+    if fitting:
+        lines.extend(_reasoned_lines(explanation, verbose))
     if explanation.elsewhere:
         named = ", ".join(f"{c.finding.rule.id} ({c.finding.rule.component})" for c in explanation.elsewhere)
         lines += [
@@ -70,6 +75,8 @@ def to_text(explanation: Explanation, verbose: bool = False) -> str:
         ]
     if not ruled_out:
         lines.extend(_origin_lines(explanation.origins, verbose))
+    if verbose or not (fitting or explanation.reasoned):
+        lines.extend(_unexplained_lines(explanation))
     lines.extend(_summary_lines(explanation))
     return "\n".join(lines) + "\n"
 
@@ -108,12 +115,54 @@ def _origin_text(message: Message) -> str:
     return text + (f", when {message.guard}" if message.guard else "")
 
 
+def _reasoned_lines(explanation: Explanation, verbose: bool) -> list[str]:
+    """The causes no rule names, reasoned from the releases' own code, numbered after the rules."""
+    if not explanation.reasoned:
+        return []
+    first = _fitting_count(explanation) + 1
+    lines = ["Reasoned from the releases' own code (no rule names these lines):", ""]
+    for rank, cause in enumerate(explanation.reasoned, first):
+        kind = {"usage": "user error", "install": "installation problem"}.get(cause.kind, "release")
+        text = _CONTROL.sub("\N{REPLACEMENT CHARACTER}", cause.text)
+        lines += [f"{rank}. [{kind}] {cause.title}", f"   line {cause.line}: {text[:SHOWN_CHARS]}"]
+        lines.append(f"   raised by {cause.raised_by}")
+        lines += [f"   {cause.condition}"] if cause.condition else []
+        lines += [f"   the facts: {fact}" for fact in cause.facts]
+        lines.append(f"   fix: {cause.fix}")
+        if verbose:
+            lines += [f"   chosen because: {'; '.join(cause.evidence)}"] if cause.evidence else []
+            lines.append(f"   id: {cause.id}")
+        lines.append("")
+    return lines
+
+
+def _fitting_count(explanation: Explanation) -> int:
+    return 0 if explanation.ruled_out else len(explanation.causes)
+
+
+def _unexplained_lines(explanation: Explanation) -> list[str]:
+    """The error lines nothing explains, and what was checked for each."""
+    if not explanation.unexplained:
+        return []
+    lines = ["Not explained (what was checked):"]
+    for each in explanation.unexplained:
+        text = _CONTROL.sub("\N{REPLACEMENT CHARACTER}", each.text)
+        lines += [f"  line {each.line}: {text[:SHOWN_CHARS]}", f"    {each.why}"]
+    return [*lines, ""]
+
+
 def _foldable(cause: Cause) -> bool:
     """A generic message on a stack the rule does not fit says nothing: one line, not a cause."""
     return cause.finding.verdict is Verdict.NOT_AFFECTED and cause.generic_only
 
 
 def _summary_lines(explanation: Explanation) -> list[str]:
+    reasoned = len(explanation.reasoned)
+    if reasoned and not _fitting_count(explanation):
+        return [
+            f"No rule names this log's errors; {counted(reasoned, 'cause')} reasoned from the releases' "
+            "own code above. `attn-doctor check` still checks the stack itself."
+        ]
     if not explanation.causes:
         return [
             f"No known cause: no symptom of the {explanation.rules_with_symptoms} rules that have one "
@@ -270,6 +319,24 @@ def to_json(explanation: Explanation) -> str:
         "elsewhere": [
             {"id": c.finding.rule.id, "component": c.finding.rule.component} for c in explanation.elsewhere
         ],
+        "reasoned": [
+            {
+                "rank": rank,
+                "id": c.id,
+                "kind": c.kind,
+                "title": c.title,
+                "raised_by": c.raised_by,
+                "condition": c.condition,
+                "facts": list(c.facts),
+                "fix": c.fix,
+                "line": c.line,
+                "text": c.text,
+                "reasoner": c.reasoner,
+                "evidence": list(c.evidence),
+            }
+            for rank, c in enumerate(explanation.reasoned, _fitting_count(explanation) + 1)
+        ],
+        "unexplained": [{"line": u.line, "text": u.text, "why": u.why} for u in explanation.unexplained],
         "implied_releases": [
             {
                 "package": i.package,

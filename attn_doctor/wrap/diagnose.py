@@ -90,7 +90,7 @@ def to_text(diagnosis: Diagnosis, tail: OutputTail, width: int | None = None, re
     if not text.strip():
         return _fitted([f"{ended} and printed nothing but whitespace."], width)
     explanation = diagnosis.explanation
-    if explanation is not None and not explanation.causes:
+    if explanation is not None and not explanation.causes and not explanation.reasoned:
         lines = ["", f"{ended}; no known cause in its output.", f"{_amount(explanation, tail)}."]
         lines.append("(`attn-doctor check` still checks the stack itself.)")
     else:
@@ -164,6 +164,10 @@ def to_github(diagnosis: Diagnosis) -> str:
         ended = f"The command {diagnosis.how_it_ended}"
         message = f"{ended}: {rule.title}. Fix: {rule.fix_summary} See {rule.references[0]}"
         lines.append(f"::{command} title={gh_property('attn-doctor ' + rule.id)}::{gh_data(message)}")
+    if not lines:  # no rule: the causes reasoned from the releases' own code
+        for reasoned in diagnosis.explanation.reasoned[:3] if diagnosis.explanation else []:
+            message = f"The command {diagnosis.how_it_ended}: {reasoned.title}. Fix: {reasoned.fix}"
+            lines.append(f"::error title={gh_property('attn-doctor ' + reasoned.id)}::{gh_data(message)}")
     if not lines:
         nothing = f"The command {diagnosis.how_it_ended}; no known cause in its output."
         if not diagnosis.printed:

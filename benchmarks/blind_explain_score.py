@@ -87,14 +87,26 @@ def cli_args(case: dict[str, Any], log: Path) -> list[str]:
     return args
 
 
+def said(cause: dict[str, Any]) -> list[str]:
+    """What explain tells the user of one cause: its id, title and summary, its fix and the facts
+    that decided it ("LlamaFlashAttention2 ... removed in transformers 4.48.0")."""
+    fix = cause.get("fix")
+    reasons = [str(reason.get("text", "")) for reason in cause.get("reasons", [])]
+    return [
+        *(str(cause.get(field, "")) for field in ("id", "title", "summary")),
+        str(fix.get("summary", "")) if isinstance(fix, dict) else str(fix or ""),
+        *reasons,
+    ]
+
+
 def matches(cause: dict[str, Any], expected: dict[str, Any]) -> bool:
     """Whether one cause explain named is the cause the thread confirmed: one of `rules`, or all of
-    `keywords` (a case may give both; either then counts)."""
+    `keywords` (a case may give both; either then counts), in what explain says of it."""
     if cause["id"] in expected.get("rules", []):
         return True
     if "keywords" not in expected:
         return False
-    text = " ".join(str(cause.get(field, "")) for field in ("id", "title", "summary")).lower()
+    text = " ".join(said(cause)).lower()
     return all(any(word.lower() in text for word in group.split("|")) for group in expected["keywords"])
 
 

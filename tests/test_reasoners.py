@@ -213,3 +213,13 @@ def test_the_kind_of_a_guard_comes_from_what_it_tests():
     assert optimum and guards.kind_of(optimum[0]) == "install"
     sinks = messages.origins("AssertionError: Sinks are only supported in FlashAttention 3")
     assert sinks and guards.kind_of(sinks[0]) == "release"
+
+
+def test_curly_quotes_of_a_paste_read_as_the_quotes_python_printed(tmp_path: Path):
+    """A traceback pasted through chat or Markdown has ‘…’ for Python's '…' (DeepSeek-OCR#302's
+    report): the API-drift rule still reads the missing name."""
+    text = "ImportError: cannot import name 'LlamaFlashAttention2' from 'transformers.models.llama.modeling_llama'\n"
+    straight = explained(written(tmp_path, text))
+    curly = explained(written(tmp_path, text.replace("'", "\u2018", 1).replace("'", "\u2019", 1)))
+    assert [c["id"] for c in curly["causes"]] == [c["id"] for c in straight["causes"]]
+    assert curly["causes"][0]["id"] == "transformers-downstream-attention-api-drift"

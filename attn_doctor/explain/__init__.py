@@ -85,6 +85,8 @@ def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules:
         reader = LogReader(stream, source)
         hits = scan(_feeding(reader, stated, error_lines), symptoms)
     found = origins(error_lines.lines(), messages)
+    if not any(origin.line in dict(error_lines.errors()) for origin in found):  # no error line traced
+        found = sorted([*found, *origins(error_lines.tail(), messages)], key=lambda origin: origin.line)
     implied = _imply(found, messages, stated.facts)
     env, fact_problems = assemble(replace(inputs, log=stated.facts), config)
     observed = tuple(stated.facts.missing)

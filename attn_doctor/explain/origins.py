@@ -20,6 +20,7 @@ from attn_doctor.explain.symptoms import lines_containing
 from attn_doctor.releases.messages import Catalogue, Message
 
 MAX_LINES = 256
+TAIL_LINES = 32
 _ERRORS = (b"Error", b"Exception", b"error:", b"ERROR", b"Assertion", b"FAILED")
 # a traceback's echo of the source ("raise ImportError(") and its frame lines: not errors themselves
 _SOURCE_ECHO = ("raise ", 'File "', "^")
@@ -39,8 +40,10 @@ class ErrorLines:
 
     def __init__(self) -> None:
         self._lines: OrderedDict[bytes, int] = OrderedDict()
+        self._tail: list[tuple[int, bytes]] = []  # the log's last TAIL_LINES lines, whatever they say
 
     def feed(self, block: Block) -> None:
+        self._keep_tail(block)
         spans = sorted({span for mark in _MARKS for span in lines_containing(block.text, mark)})
         line, counted_to = block.first_line, 0
         for start, end in spans:
@@ -51,6 +54,21 @@ class ErrorLines:
             self._lines[text] = line
             if len(self._lines) > MAX_LINES:
                 self._lines.popitem(last=False)
+
+    def _keep_tail(self, block: Block) -> None:
+        lines = block.text.rstrip(b"\n").split(b"\n")[-TAIL_LINES:] if block.text else []
+        last = block.first_line + block.text.count(b"\n") - 1
+        numbered = [(last - len(lines) + 1 + index, text) for index, text in enumerate(lines)]
+        self._tail = [*self._tail, *numbered][-TAIL_LINES:]
+
+    def tail(self) -> list[tuple[int, str]]:
+        """The log's last lines that are not error or warning lines (an INFO line of vLLM's that
+        says why it failed): read for an origin only where no error line has one."""
+        return [
+            (line, text.decode("utf-8", "replace").strip())
+            for line, text in self._tail
+            if text.strip() and text not in self._lines
+        ]
 
     def last_error(self) -> int | None:
         """The line of the log's last error (not a warning): what the run died of, as a rule."""

@@ -4,7 +4,8 @@ Memory stays at one chunk plus one line whatever the input: a 100 MB log is neve
 and a 50 MB "line" with no line break keeps only its first LINE_CAP bytes. Normalising:
 ``\\r\\n`` and a lone ``\\r`` end a line (as in Python's universal newlines, so a progress bar
 redrawn with ``\\r`` counts a line per redraw); ANSI colour and terminal-title sequences are
-removed; a UTF-16 log (PowerShell's ``>``) is read as UTF-16. Bytes that are not text stay bytes:
+removed; curly quotes (a paste through chat or Markdown) are straight again; a UTF-16 log
+(PowerShell's ``>``) is read as UTF-16. Bytes that are not text stay bytes:
 matching is on UTF-8 bytes, and only matched lines are decoded (with replacement characters).
 """
 
@@ -29,6 +30,7 @@ MAX_LOG_BYTES = 4 << 30  # 4 GiB, about a minute of reading: a stream that never
 # CSI (colours, cursor moves), OSC (terminal titles, links) ended by BEL or ST, other 2-byte escapes.
 # Each run is read once: (?=(X*))\1 takes all of X and never gives any back (an atomic group before
 # Python 3.11), so an OSC that never ends costs one pass over its line, not a backtrack per byte.
+_CURLY_QUOTES = tuple((quote.encode(), straight) for quote, straight in zip("‘’“”", (b"'", b"'", b'"', b'"')))
 _ANSI = re.compile(
     rb"\x1b(?:\[(?=([0-?]*))\1(?=([ -/]*))\2[@-~]|\](?=([^\x07\x1b\n]*))\3(?:\x07|\x1b\\)|[@-Z\\-_])"
 )
@@ -112,6 +114,9 @@ class LogReader:
             text = b"\n".join(line[:LINE_CAP] for line in lines)
         if b"\x1b" in text:
             text = _ANSI.sub(b"", text)
+        if b"\xe2\x80" in text:  # a paste through chat or Markdown curls the quotes Python printed
+            for curly, straight in _CURLY_QUOTES:
+                text = text.replace(curly, straight)
         block = Block(text, self.lines + 1)
         self.lines += text.count(b"\n")
         return block

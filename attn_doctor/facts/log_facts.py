@@ -104,6 +104,7 @@ _SPOKEN = {
     "liger_kernel": "liger-kernel",
 }
 _WATCHED = {rule_name(name) for name in WATCHED}
+
 _MODULES = MODULES  # top-level import names -> distribution (log_frames)
 
 _VERSION = r"v?([0-9]+\.[0-9]+(?:\.[0-9A-Za-z]+)*(?:\+[0-9A-Za-z.]+)?)"

@@ -24,7 +24,9 @@ class OriginReasoner:
     name = "origin"
 
     def reason(self, evidence: Evidence) -> list[Reasoned]:
-        errors = [o for o in evidence.origins if o.line not in evidence.explained and _raises(o)]
+        open_lines = [o for o in evidence.origins if o.line not in evidence.explained]
+        # no error line traced: the last traced line (a warning or an INFO line that says why)
+        errors = [o for o in open_lines if _raises(o)] or open_lines[-1:]
         # the run died of the last error: it first, then the ones above it
         errors.sort(key=lambda origin: (origin.line != evidence.last_error, -origin.line))
         return [_cause(origin, evidence) for origin in errors[:MAX_CAUSES]]

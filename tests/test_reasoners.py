@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 from support import REPO, case_log, cli
 
 from attn_doctor._compat import tomllib
@@ -218,8 +219,92 @@ def test_the_kind_of_a_guard_comes_from_what_it_tests():
 def test_curly_quotes_of_a_paste_read_as_the_quotes_python_printed(tmp_path: Path):
     """A traceback pasted through chat or Markdown has ‘…’ for Python's '…' (DeepSeek-OCR#302's
     report): the API-drift rule still reads the missing name."""
-    text = "ImportError: cannot import name 'LlamaFlashAttention2' from 'transformers.models.llama.modeling_llama'\n"
+    text = (
+        "ImportError: cannot import name 'LlamaFlashAttention2' from "
+        "'transformers.models.llama.modeling_llama'\n"
+    )
     straight = explained(written(tmp_path, text))
     curly = explained(written(tmp_path, text.replace("'", "\u2018", 1).replace("'", "\u2019", 1)))
     assert [c["id"] for c in curly["causes"]] == [c["id"] for c in straight["causes"]]
     assert curly["causes"][0]["id"] == "transformers-downstream-attention-api-drift"
+
+
+# The architecture family (issue 38, item 3): the GPU, the binary and the release facts decide.
+NO_KERNEL = "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+
+
+def test_no_kernel_image_with_no_torch_stated_names_the_first_torch_for_the_gpu(tmp_path: Path):
+    """An RTX 5090 (sm_120) and a log that names no torch: the first torch build whose wheels carry
+    sm_120, read in the release facts (the torch-cuda-archs snapshot), then the extensions."""
+    from attn_doctor.engine.release_conditions import covers
+    from attn_doctor.releases.facts import snapshot
+
+    document = explained(written(tmp_path, NO_KERNEL), "--gpu", "RTX 5090")
+    (arch,) = [cause for cause in document["reasoned"] if cause["reasoner"] == "architecture"]
+    assert arch["id"] == "architecture:binary:no-kernel-for-gpu" and arch["kind"] == "install"
+    assert "sm_120" in arch["title"] and "from RTX 5090" in arch["title"]
+    words = arch["fix"].split()
+    release, variant = words[2], words[5].rstrip(":")
+    command = f"pip install torch=={release} --index-url https://download.pytorch.org/whl/{variant}"
+    assert arch["fix"].startswith(f"install torch {release} built with {variant}: {command}")
+    facts = snapshot()
+    assert any(v.name == variant and covers(v.archs, "12.0") for v in facts.torch_variants(release))
+    line = Version(release).release[:2]
+    earlier = [r for r in facts.torch_releases_with_variants() if Version(r).release[:2] < line]
+    assert not any(covers(v.archs, "12.0") for r in earlier for v in facts.torch_variants(r))
+    assert arch["fix"].endswith("reinstall each CUDA extension (flash-attn, xformers) built for that torch")
+
+
+def test_no_kernel_image_a_rule_confirms_is_not_reasoned_again(tmp_path: Path):
+    """torch 2.5.1+cu124 on an RTX 5090: torch-wheel-lacks-gpu-arch fits and the release facts
+    confirm it; the line is explained, no reasoned cause repeats it."""
+    document = explained(written(tmp_path, NO_KERNEL), "--gpu", "RTX 5090", "--pin", "torch==2.5.1+cu124")
+    assert document["causes"][0]["id"] == "torch-wheel-lacks-gpu-arch"
+    assert document["causes"][0]["verdict"] == "affected"
+    assert document["reasoned"] == []
+
+
+def test_no_kernel_image_in_an_extension_the_frames_name(tmp_path: Path):
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/venv/lib/python3.10/site-packages/xformers/ops/fmha/__init__.py", line 306, in '
+        "_memory_efficient_attention_forward\n"
+        "    out, *_ = op.apply(inp, needs_gradient=False)\n" + NO_KERNEL
+    )
+    arch = explained(written(tmp_path, text), "--gpu", "T4")["reasoned"][0]
+    assert arch["id"] == "architecture:xformers:no-kernel-for-gpu"
+    assert arch["fix"] == (
+        "install a xformers build with code for sm_75 (compute capability 7.5, from T4 (target)), "
+        'or build it here with TORCH_CUDA_ARCH_LIST="7.5"'
+    )
+
+
+def test_nvcc_older_than_the_gpu_names_the_first_toolkit_that_knows_it(tmp_path: Path):
+    """NVIDIA's table in the release facts: sm_120 arrived with CUDA 12.8."""
+    text = "nvcc fatal   : Unsupported gpu architecture 'compute_120'\n"
+    arch = explained(written(tmp_path, text), "--gpu", "RTX 5090")["reasoned"][0]
+    assert arch["id"] == "architecture:nvcc:unsupported-arch"
+    assert "the first CUDA toolkit that knows sm_120 is 12.8 (NVIDIA's table)" in arch["facts"]
+    assert arch["fix"] == "build with CUDA 12.8 or later, or leave 12.0 out of TORCH_CUDA_ARCH_LIST"
+
+
+def test_triton_older_than_the_gpu_names_the_first_release_that_knows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A DGX Spark (sm_121): triton-ptxas.json reads each tag's bundled ptxas and its targets. A
+    rule names this line (triton-bundled-ptxas-lacks-gpu-arch), so the reasoner is read with the
+    rules left out, as for a message no rule covers."""
+    from attn_doctor import explain as explain_module
+    from attn_doctor.config import Config
+    from attn_doctor.engine.loader import RuleSet
+    from attn_doctor.facts.assemble import EnvironmentInputs
+
+    monkeypatch.setattr(explain_module, "load_rules", lambda paths: RuleSet(rules=[], problems=[]))
+    log = written(tmp_path, "'sm_121a' is not a recognized processor for this target (ignoring processor)\n")
+    result = explain_module.explain(
+        str(log), EnvironmentInputs(scan=False, pins=["triton==3.5.0"]), Config(), []
+    )
+    (arch,) = result.reasoned
+    assert arch.id == "architecture:triton:unknown-arch"
+    assert arch.fix == "upgrade triton to 3.6.0 or later (with the torch that pins it)"
+    assert "the first triton release whose bundled ptxas knows sm_121 is 3.6.0" in arch.facts

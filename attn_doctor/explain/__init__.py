@@ -99,7 +99,13 @@ def explain(source: str, inputs: EnvironmentInputs, config: Config, extra_rules:
         cause = annotate(cause, found)
         (elsewhere if outside_its_package(cause, named) else causes).append(cause)
     evidence = Evidence(
-        found, stated.facts, env, messages, error_lines.last_error(), frozenset(_explained(causes))
+        found,
+        stated.facts,
+        env,
+        messages,
+        error_lines.last_error(),
+        frozenset(_explained(causes)),
+        tuple(sorted({*error_lines.lines(), *error_lines.tail()})),
     )
     reasoned = reason(evidence)
     covered = _matched(causes) | {origin.line for origin in found} | {cause.line for cause in reasoned}
@@ -138,7 +144,7 @@ def _explained(causes: list[Cause]) -> set[int]:
         for cause in causes
         if cause.finding.verdict is not Verdict.NOT_AFFECTED
         for match in cause.matches
-        if not match.generic
+        if not match.generic or cause.confirmed  # a generic line the release facts confirm is explained
         for line in (match.first.line, match.last.line)
     }
 

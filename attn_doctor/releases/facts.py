@@ -63,11 +63,6 @@ class TorchVariant:
     ]  # compute capabilities with code in the wheels ("8.0"); release wheels carry no PTX
     references: tuple[str, ...]
 
-    def runs_on(self, capability: str) -> bool:
-        """Compiled code for X.Y runs on X.Z for Z >= Y (sm_80 code serves every 8.x GPU)."""
-        major, minor = capability.split(".")
-        return any(a.split(".")[0] == major and int(a.split(".")[1]) <= int(minor) for a in self.archs)
-
 
 class ReleaseFacts:
     def __init__(self, folder: Path = SNAPSHOT) -> None:
@@ -308,6 +303,17 @@ class ReleaseFacts:
         if not table:
             return None
         return {arch for added, archs in table.items() if _at_least(cuda, added) for arch in archs}
+
+    def triton_ptxas_cuda_archs(self) -> dict[str, list[str]]:
+        """NVIDIA's table: the CUDA release that added each GPU architecture ("12.8": sm_100, sm_120)."""
+        table: dict[str, list[str]] = self._triton_ptxas.get("cuda_archs", {})
+        return table
+
+    def first_triton_with_arch(self, sm: str) -> str | None:
+        """The first triton release whose bundled ptxas knows ``sm`` (its ``archs``, read per tag)."""
+        releases = self._triton_ptxas.get("releases", {})
+        having = [version for version, entry in releases.items() if sm in entry.get("archs", [])]
+        return min(having, key=Version, default=None)
 
     def archs_some_ptxas_lacks(self) -> set[str]:
         """The architectures some bundled ptxas lacks: those newer than the oldest one's CUDA."""

@@ -30,6 +30,7 @@ class Evidence:
     catalogue: Catalogue
     last_error: int | None  # the line of the log's last error: what the run died of
     explained: frozenset[int] = frozenset()  # lines a fitting rule already explains
+    lines: tuple[tuple[int, str], ...] = ()  # the log's error and warning lines and its last lines
 
     @property
     def frames(self) -> list[Frame]:

@@ -5,7 +5,6 @@ condition, and what the releases say to do."""
 
 from __future__ import annotations
 
-import difflib
 import re
 
 from attn_doctor.explain.origins import OTHER_DISTRIBUTION, Origin
@@ -40,16 +39,6 @@ def _raises(origin: Origin) -> bool:
 def _is_error(message: Message) -> bool:
     warns = "warn" in message.kind.lower() or message.kind.startswith("log.")  # TORCH_WARN, FutureWarning
     return message.kind in _LOGGED_ERRORS or not warns
-
-
-def _reworded(other: Message, message: Message) -> bool:
-    """The same raise in other words: one exception class, most words alike."""
-    if other.kind != message.kind:
-        return False
-    return difflib.SequenceMatcher(None, other.template, message.template).ratio() >= REWORDED
-
-
-REWORDED = 0.6  # of the template's characters in common (difflib's ratio)
 
 
 def ordered(origin: Origin, evidence: Evidence) -> list[Message]:
@@ -92,13 +81,10 @@ def _cause(origin: Origin, evidence: Evidence) -> Reasoned:
     message = candidates[0]
     kind = guards.kind_of(message)
     releases_read = evidence.catalogue.packages.get(message.package, {}).get("releases_read") or []
-    # the same check in other words (its function, its guard) or the same words in another file
-    function = evidence.catalogue.by_id(message.id)
-    same_check = [m for m in function if m.guard == message.guard or _reworded(m, message)]
-    wordings = [*same_check, *(m for m in origin.messages if m.package == message.package)]
+    same_words = [m for m in origin.messages if m.package == message.package]
+    related = release_advice.Related(message, same_words, evidence.catalogue.by_id)
     stated = _stated(message.package, evidence)
-    function_runs = tuple(run for m in function for run in m.releases)
-    advice = release_advice.advise(message, kind, origin.text, wordings, releases_read, stated, function_runs)
+    advice = release_advice.advise(message, kind, origin.text, related, releases_read, stated)
     facts = [*_values(message, origin.text), *_caller(message, evidence.frames), *advice.facts]
     why = _frame_evidence(message, evidence.frames)
     if len(candidates) > 1:

@@ -4,8 +4,10 @@ version >=2.1.1,<=2.8.3 but got 2.0.4"). Every release named here is one the cat
 
 from __future__ import annotations
 
+import difflib
+import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -67,24 +69,55 @@ def run_text(runs: Runs) -> str:
     return ", ".join(first if first == last else f"{first}–{last}" for first, last in runs)
 
 
+class Related:
+    """The catalogue's other entries a message's advice may need, read only when it does (the
+    function's entries are a read of the catalogue's id index): ``function``, every entry of the
+    raising function; ``wordings``, the same check in other words (its guard, or most words alike)
+    and the same words elsewhere in the package (``same_words``)."""
+
+    def __init__(self, message: Message, same_words: list[Message], by_id: Callable[[str], list[Message]]):
+        self.message, self.same_words, self._by_id = message, same_words, by_id
+
+    @functools.cached_property
+    def function(self) -> list[Message]:
+        return self._by_id(self.message.id)
+
+    @functools.cached_property
+    def wordings(self) -> list[Message]:
+        same_check = [m for m in self.function if m.guard == self.message.guard or _reworded(m, self.message)]
+        return [*same_check, *self.same_words]
+
+    def runs(self) -> Runs:
+        return tuple(run for wording in self.wordings for run in wording.releases) or self.message.releases
+
+    def function_runs(self) -> Runs:
+        return tuple(run for m in self.function for run in m.releases)
+
+
+REWORDED = 0.6  # of the template's characters in common (difflib's ratio)
+
+
+def _reworded(other: Message, message: Message) -> bool:
+    """The same raise in other words: one exception class, most words alike."""
+    if other.kind != message.kind:
+        return False
+    return difflib.SequenceMatcher(None, other.template, message.template).ratio() >= REWORDED
+
+
 def advise(
     message: Message,
     kind: str,
     line: str,
-    wordings: list[Message],
+    related: Related,
     releases_read: Iterable[str],
     stated: tuple[str, str] | None,
-    function_runs: Runs = (),
 ) -> Advice:
-    """The fix and facts for ``message`` raised on ``line``. ``wordings``: the entries of the same
-    function (other words, other releases) and the other entries of its package that print the
-    line (the same words in another file): a release where any of them raises it has not dropped
-    it. ``stated``: (version, origin) of the raising package; ``function_runs``: the releases in
-    which the raising function raises anything (a check that appears in an existing function)."""
+    """The fix and facts for ``message`` raised on ``line``: a release where a related entry raises
+    it has not dropped it; a check is added in a release only where its function existed before.
+    ``stated``: (version, origin) of the raising package."""
     package = message.package
     read = sorted((v for v in releases_read if (k := version_key(v)) and not k.is_prerelease), key=Version)
     runs = message.releases
-    every_wording = tuple(run for wording in wordings for run in wording.releases) or runs
     facts = []
     if stated is not None:
         version, origin = stated
@@ -96,7 +129,7 @@ def advise(
             facts.append(
                 f"{package} {version} ({origin}) does not raise it in these words (only {run_text(runs)} do)"
             )
-    window = _window(line, wordings)
+    window = _window(line, related)
     if window is not None:
         return Advice(window.fix, (*facts, *window.facts))
     if _WRAPPER.search(message.template):
@@ -104,9 +137,9 @@ def advise(
         return Advice(f"{package} only passes another error on: {inner}", tuple(facts))
     gone = _first_after(read, runs)
     appears = _first_before(read, runs)
-    if gone and covers(every_wording, gone):
+    if gone and covers(related.runs(), gone):
         gone = None  # another entry (other words, or the same words elsewhere) raises it there
-    if appears and (covers(every_wording, appears) or not covers(function_runs, appears)):
+    if appears and (covers(related.runs(), appears) or not covers(related.function_runs(), appears)):
         # an earlier release raises it in other words or elsewhere, or the function is new in the
         # release: the check did not start there, the code did
         appears = None
@@ -139,7 +172,7 @@ def advise(
     else:
         subject = "the log's lines around it say what it met"
     condition = " under this condition" if message.guard else ""
-    every = run_text(union_runs([every_wording]))
+    every = run_text(union_runs([related.runs()]))
     return Advice(f"{package} {every} raise it{condition}: {subject}", tuple(facts))
 
 
@@ -161,7 +194,7 @@ def _first_before(read: list[str], runs: Runs) -> str | None:
     return earlier[-1] if earlier else None
 
 
-def _window(line: str, wordings: list[Message]) -> Advice | None:
+def _window(line: str, related: Related) -> Advice | None:
     """A version window the line states and the version it got: which side of it that is, and the
     releases of the raising package whose own window (in its words) accepts it."""
     specs = list(_SPEC.finditer(line))
@@ -181,7 +214,7 @@ def _window(line: str, wordings: list[Message]) -> Advice | None:
     fix = f"install {required} (pip install '{required}')"
     accepting = [
         wording
-        for wording in wordings
+        for wording in related.wordings
         if (spec := _template_window(wording.template)) is not None
         and spec.contains(version, prereleases=True)
     ]

@@ -52,3 +52,31 @@ def test_every_expected_rule_exists() -> None:
     expected = {tomllib.loads(p.read_text(encoding="utf-8"))["expected"] for p in CASES.glob("*/*.toml")}
     unknown = {name for name in expected - ids if not name.startswith("new:")}  # new: a rule to write
     assert not unknown, sorted(unknown)
+
+
+def test_no_case_whose_error_line_the_catalogue_traces_ends_without_a_cause() -> None:
+    """Issue 38: on every case of tests/cases and of the blind batches, a log with a line the
+    message catalogue traces gets an answer (a rule, or a cause reasoned from that origin), never
+    "No known cause" (exit 1)."""
+    import tempfile
+
+    from explain_accuracy import stack
+
+    from attn_doctor.config import Config
+    from attn_doctor.explain import explain
+    from attn_doctor.facts.assemble import EnvironmentInputs
+
+    blind = sorted((CASES.parent.parent / "benchmarks" / "blind").glob("*/*.toml"))
+    silent = []
+    for path in [*sorted(CASES.glob("*/*.toml")), *blind]:
+        case = tomllib.loads(path.read_text(encoding="utf-8"))
+        corpus = isinstance(case["log"], dict)
+        with tempfile.TemporaryDirectory() as scratch:
+            log = Path(scratch) / "error.log"
+            log.write_text(case["log"]["error"] if corpus else case["log"], encoding="utf-8")
+            inputs = stack(case, Path(scratch)) if corpus else EnvironmentInputs(scan=False)
+            result = explain(str(log), inputs, Config(), [])
+        if result.origins and result.exit_code == 1:
+            silent.append(f"{path.relative_to(CASES.parent.parent)}: {result.origins[-1].text[:80]}")
+    assert len(blind) >= 40
+    assert not silent, silent

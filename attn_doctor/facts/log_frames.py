@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from attn_doctor.facts.names import rule_name
 
 MAX_FRAMES = 64  # the last ones: the innermost frames are at the end of a traceback
-_FRAME = re.compile(r'File "([^"]{1,1000})", line ([0-9]{1,9}), in ([A-Za-z_<>][A-Za-z0-9_.<>]{0,200})')
+_FRAME = re.compile(r'File "([^"]{1,1000})", line ([0-9]{1,9})(?:, in ([A-Za-z_<>][A-Za-z0-9_.<>]{0,200}))?')
 # top-level import names -> distribution: the stack's packages and the others the catalogue reads
 MODULES = {
     "torch": "torch",
@@ -62,7 +62,7 @@ def frame_of(line: str, number: int) -> Frame | None:
     found = _FRAME.search(line)
     if found is None:
         return None
-    path, function = found[1], found[3]
+    path, function = found[1], found[3] or ""  # a paste cut before ", in FUNCTION"
     module_path, package = _package_of(path)
     return Frame(number, path, function, module_path, package)
 

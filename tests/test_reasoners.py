@@ -308,3 +308,25 @@ def test_triton_older_than_the_gpu_names_the_first_release_that_knows_it(
     assert arch.id == "architecture:triton:unknown-arch"
     assert arch.fix == "upgrade triton to 3.6.0 or later (with the torch that pins it)"
     assert "the first triton release whose bundled ptxas knows sm_121 is 3.6.0" in arch.facts
+
+
+def test_an_import_error_without_its_module_is_read_in_the_api_tables(tmp_path: Path):
+    """ "cannot import name 'FlashAttentionKwargs'" names no module: the API tables of every
+    transformers release place it in modeling_flash_attention_utils and say when it arrived."""
+    from attn_doctor.releases.facts import snapshot
+
+    timelines = snapshot().api_changes.named("FlashAttentionKwargs")
+    (home,) = [t for t in timelines if t.subject.endswith(" transformers.modeling_flash_attention_utils")]
+    (added,) = [release for event, release in home.events if event == "added"]
+    assert all(Version(event[1]) >= Version(added) for t in timelines for event in t.events)
+    log = written(tmp_path, "ImportError: cannot import name 'FlashAttentionKwargs'\n")
+    document = explained(log, "--pin", "transformers==4.44.2")
+    (drift,) = document["reasoned"]
+    assert drift["id"] == "api-drift:transformers:FlashAttentionKwargs" and document["exit_code"] == 0
+    assert (
+        drift["fix"]
+        == f"upgrade transformers to {added} or later, where it arrived (or update the calling code)"
+    )
+    assert "transformers 4.44.2 (--pin) lacks it" in drift["facts"]
+    newer = explained(log, "--pin", f"transformers=={added}")
+    assert newer["reasoned"] == []  # the stated release has it: the tables do not explain this line

@@ -111,6 +111,16 @@ class ApiChanges:
             if seen.name in table["parameters"][qualified]
         ]
 
+    def named(self, name: str) -> list[Timeline]:
+        """Every module-level ``name`` the tables hold, in any module of any package covered
+        (an import error that does not say from where: "cannot import name 'X'")."""
+        suffix = "." + name
+        return [
+            self._name(package, qualified)
+            for package, table in self.packages.items()
+            for qualified in _ending(table["names"], suffix)
+        ]
+
     def _module_level(self, package: str, seen: MissingName) -> list[Timeline]:
         table = self.packages[package]
         if seen.kind == NAME:

@@ -3,6 +3,7 @@ answers where no rule explains the line. REASONERS is the registry (interface.Re
 
 from __future__ import annotations
 
+from attn_doctor.explain.reasoners.api_drift import ApiDriftReasoner
 from attn_doctor.explain.reasoners.architecture import ArchitectureReasoner
 from attn_doctor.explain.reasoners.interface import Evidence, Reasoned, Reasoner
 from attn_doctor.explain.reasoners.origin import OriginReasoner
@@ -10,7 +11,7 @@ from attn_doctor.explain.reasoners.origin import OriginReasoner
 __all__ = ["REASONERS", "Evidence", "Reasoned", "Reasoner", "reason"]
 
 # the families first: where one reads a line, its answer says more than the line's origin alone
-REASONERS: tuple[Reasoner, ...] = (ArchitectureReasoner(), OriginReasoner())
+REASONERS: tuple[Reasoner, ...] = (ArchitectureReasoner(), ApiDriftReasoner(), OriginReasoner())
 
 
 def reason(evidence: Evidence) -> list[Reasoned]:

@@ -207,3 +207,166 @@ def test_a_bad_message_id_is_a_rule_problem(tmp_path: Path):
 def test_verbose_names_the_id_a_rule_can_cite(tmp_path: Path, shipped: Catalogue):
     text = explain_text(tmp_path, FA2_5X, "-v")
     assert "id: transformers:transformers.modeling_utils.PreTrainedModel._flash_attn_import_error" in text
+
+
+# --- a name bound to text, then rebound (tools/messages/python_source.py) ----------------------
+
+# xformers 0.0.30, xformers/ops/fmha/flash.py (0.0.25-0.0.35 alike): "0.0.0" is only the
+# placeholder; the check raises with the installed flash_attn.__version__ (xformers#1267)
+XFORMERS_FLASH = """
+FLASH_VERSION = "0.0.0"
+VARLEN_LSE_PACKED = False
+
+if importlib.util.find_spec("..._C_flashattention", package=__package__):
+    from ... import _C_flashattention  # type: ignore[attr-defined]
+    from ..._cpp_lib import _build_metadata
+
+    if _build_metadata is not None:
+        FLASH_VERSION = _build_metadata.flash_version.lstrip("v")
+    VARLEN_LSE_PACKED = True
+
+elif importlib.util.find_spec("flash_attn"):
+    import flash_attn
+    import flash_attn.flash_attn_interface
+
+    FLASH_VERSION = flash_attn.__version__
+    FLASH_VER_MIN = (2, 7, 1)
+    FLASH_VER_LAST = (2, 7, 4)  # last supported, inclusive
+    flash_ver_parsed = tuple(int(s) for s in FLASH_VERSION.split(".")[:3])
+    if (
+        flash_ver_parsed < FLASH_VER_MIN or flash_ver_parsed > FLASH_VER_LAST
+    ) and os.environ.get("XFORMERS_IGNORE_FLASH_VERSION_CHECK", "0") != "1":
+        raise ImportError(
+            f"Requires Flash-Attention version >={'.'.join([str(i) for i in FLASH_VER_MIN])},"
+            f"<={'.'.join([str(i) for i in FLASH_VER_LAST])} "
+            f"but got {FLASH_VERSION}."
+        )
+
+def _check():
+    if FLASH_VERSION == "0.0.0":
+        raise NotImplementedError(f"flash-attn {FLASH_VERSION} is not available")
+"""
+
+
+def templates(source: str) -> list[str]:
+    return [m.template for m in extract(source, "pkg/module.py")]
+
+
+def test_a_placeholder_rebound_to_a_value_is_a_field():
+    assert templates(XFORMERS_FLASH) == [
+        "Requires Flash-Attention version >={},<={} but got {}.",
+        "flash-attn {} is not available",  # a function sees the module's rebound name as a field
+    ]
+    import re2
+
+    (message,) = extract(XFORMERS_FLASH, "xformers/ops/fmha/flash.py")[:1]
+    pattern, _ = pattern_of(message.template)
+    line = "ImportError: Requires Flash-Attention version >=2.7.1,<=2.7.4 but got 2.8.0.post2."
+    assert re2.search(pattern, line)
+
+
+def test_text_rebound_in_a_branch_is_each_text_or_a_field():
+    # kernels 0.17 (kernels/archs.py): reason is set per backend (or stays None); fla 0.6
+    # (causal_conv1d/cp.py, layers/*.py): a parameter rebound in a branch; triton 3.9
+    # (code_generator.py): one message per branch, as CPython words it
+    source = """
+def _check_arch_incompatibility(metadata, variant, backend_type):
+    reason = None
+    if backend_type == Backend.CUDA:
+        reason = f"CUDA capability {major}.{minor} of the current device is not supported"
+    elif backend_type == Backend.ROCm:
+        reason = f"ROCm arch {gcn_arch} of the current device is not supported"
+    raise RuntimeError(f"Kernel '{metadata.name}' variant '{variant}' does not support the current device: {reason}.")
+
+def causal_conv1d_cp(x, backend='triton'):
+    if backend == 'mix':
+        backend = 'triton'
+    if backend not in ('triton', 'cuda'):
+        raise ValueError(f"Unsupported CP convolution backend: {backend!r}; expected 'triton', 'cuda', or 'mix'")
+
+def forward(self, mode):
+    preface = "Attention mode"
+    if self.training:
+        mode = 'chunk'
+    elif q_len <= 64:
+        mode = 'fused_recurrent'
+        raise NotImplementedError(f"{preface}: not supported mode `{mode}` in inference.")
+    raise NotImplementedError(f"{preface}: not supported mode `{mode}`.")
+
+def _sanitize_target_value(num_targets, num_values):
+    if num_values > num_targets:
+        message = f"too many values to unpack (expected {num_targets})"
+    else:
+        message = f"not enough values to unpack (expected {num_targets}, got {num_values})"
+    raise ValueError(message)
+"""
+    assert templates(source) == [
+        "Kernel '{}' variant '{}' does not support the current device: {}.",
+        "Unsupported CP convolution backend: {}; expected 'triton', 'cuda', or 'mix'",
+        "Attention mode: not supported mode `fused_recurrent` in inference.",  # bound just before
+        "Attention mode: not supported mode `{}`.",  # 'chunk', or the parameter as it came
+        "too many values to unpack (expected {})",
+        "not enough values to unpack (expected {}, got {})",
+    ]
+
+
+def test_loop_with_except_and_import_targets_are_fields():
+    source = """
+def load(names, path):
+    name = "default"
+    for name in names:
+        pass
+    raise ValueError(f"Could not find the attention backend {name} anywhere")
+
+def build():
+    err = "unknown error"
+    try:
+        import flash_attn
+    except ImportError as err:
+        pass
+    raise RuntimeError(f"flash_attn could not be imported: {err}")
+
+def kernel(module_name, path_hash):
+    module_name = f"{module_name}_{path_hash}"
+    raise ImportError(f"Cannot load module {module_name} from spec")
+
+def retry(attempts):
+    msg = "the attention kernel failed to compile"
+    while attempts:
+        logger.warning(msg)
+        msg = compile_error()
+"""
+    assert templates(source) == [
+        "Could not find the attention backend {} anywhere",
+        "flash_attn could not be imported: {}",
+        "Cannot load module {}_{} from spec",  # the parameter's value, then a suffix: no recursion
+    ]
+
+
+def test_text_extended_with_plus_equals_keeps_its_start():
+    # xformers (ops/fmha/dispatch.py) and transformers (modeling_utils.py) build their reports so
+    source = '''
+def _run_priority_list(name, priority_list, inp):
+    msg = f"""No operator found for `{name}` with inputs:
+{textwrap.indent(_format_inputs_description(inp), '     ')}"""
+    for op, not_supported in zip(priority_list, not_supported_reasons):
+        msg += "\\n" + _format_not_supported_reasons(op, not_supported)
+    raise NotImplementedError(msg)
+
+def _autoset_attn_implementation(cls, config):
+    message = f'Specified `attn_implementation="{config._attn_implementation}"` is not supported. The only possible arguments are `attn_implementation="eager"`'
+    if cls._supports_flash_attn_2:
+        message += ', `"attn_implementation=flash_attention_2"`'
+    raise ValueError(message + ".")
+
+def straight(x):
+    msg = "Flash Attention is not available:"
+    msg += f" {x}"
+    raise ImportError(msg)
+'''
+    assert templates(source) == [
+        "No operator found for `{}` with inputs:\n{}",  # extended in a loop: its start, then a field
+        'Specified `attn_implementation="{}"` is not supported. The only possible arguments are `attn_implementation="eager"`, `"attn_implementation=flash_attention_2"`.',
+        'Specified `attn_implementation="{}"` is not supported. The only possible arguments are `attn_implementation="eager"`.',
+        "Flash Attention is not available: {}",
+    ]

@@ -69,14 +69,15 @@ def test_the_frames_choose_the_origin_and_name_the_caller(tmp_path: Path):
     assert "the innermost frame in a package is triton" in first["evidence"][0]
 
 
-def test_a_message_no_release_after_it_prints_is_gone_from_the_next(tmp_path: Path):
-    """triton 3.0–3.1 print "Internal Triton PTX codegen error:" (triton#4576); none read after."""
+def test_a_message_later_releases_still_print_is_not_gone(tmp_path: Path):
+    """triton's "Internal Triton PTX codegen error:" (triton#4576): 3.0-3.1 raise it in make_cubin,
+    3.2 on as one branch of a message built in a branch (the rebuilt catalogue reads both); no
+    release read drops it, so no "gone from X: upgrade" is claimed."""
     document = explained(case_log("triton/triton-lang-triton-4576.toml", tmp_path))
     reasoned = {cause["id"]: cause for cause in document["reasoned"]}
     cubin = reasoned["origin:triton:triton.backends.nvidia.compiler.CUDABackend.make_cubin"]
-    assert cubin["fix"] == (
-        "gone from triton 3.2.0 (no release read after 3.1.0 prints it): upgrade triton to 3.2.0 or later"
-    )
+    assert not cubin["fix"].startswith("gone from")
+    assert "3.3.0–3.9.0" in cubin["fix"]
     assert document["causes"][0]["id"] == "triton-ptx-version-cuda-12-6-before-3-2"  # the rule ranks first
     assert cubin["rank"] > len([c for c in document["causes"] if c["verdict"] != "not-affected"])
 
